@@ -1,0 +1,133 @@
+"""Generate source modules from spec/ (`python -m bundle_contract generate`).
+
+Generated modules are committed: they keep hook-time imports free of TOML parsing and schema
+compilation. `generate --check` (run by the tests) fails when a module is stale.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+from bundle_contract._spec import Spec, get_spec
+
+GENERATED = Path(__file__).with_name("_generated")
+HEADER = '"""Generated from spec/ by `python -m bundle_contract generate`. Do not edit."""\n'
+
+
+def errors_module(spec: Spec) -> str:
+    lines = [
+        HEADER,
+        "from __future__ import annotations",
+        "",
+        "from typing import ClassVar",
+        "",
+        "from bundle_contract._error_bases import (",
+        "    ContractError,",
+        "    DiagnosticError,",
+        "    HookResultError,",
+        "    RequestError,",
+        ")",
+        "",
+    ]
+    rows = spec.rows("errors", "error")
+    for row in rows:
+        lines += ["", f"class {row['name']}({row['base']}):", *_docstring(row["condition"]), ""]
+        lines.append(f'    code: ClassVar[str] = "{row["code"]}"')
+        lines.append(f"    http_status: ClassVar[int] = {row['http_status']}")
+        if "variants" in row:
+            lines.append("    variants: ClassVar[dict[str, int]] = {")
+            lines += [f'        "{v["when"]}": {v["http_status"]},' for v in row["variants"]]
+            lines.append("    }")
+        rule = _rule_of(row["condition"])
+        if row["base"] == "HookResultError" and rule is not None:
+            lines.append(f"    rule: ClassVar[int | None] = {rule}")
+        lines.append("")
+    lines += [
+        "",
+        "ERRORS: dict[str, type[ContractError]] = {",
+        *(f'    "{row["code"]}": {row["name"]},' for row in rows),
+        "}",
+        "",
+        "__all__ = [",
+        '    "ERRORS",',
+        *(f'    "{name}",' for name in sorted(r["name"] for r in rows)),
+        "]",
+    ]
+    return "\n".join(_tidy(lines)) + "\n"
+
+
+def _docstring(text: str) -> list[str]:
+    wrapped = textwrap.wrap(text[0].upper() + text[1:] + ".", width=88)
+    if len(wrapped) == 1:
+        return [f'    """{wrapped[0]}"""']
+    return ['    """' + wrapped[0], *(f"    {line}" for line in wrapped[1:]), '    """']
+
+
+def _rule_of(condition: str) -> int | None:
+    # Conditions of hook-result rows end with "(rule N)"; the class exposes N as `rule`.
+    if condition.endswith(")") and "(rule " in condition:
+        return int(condition.rsplit("(rule ", 1)[1].rstrip(")"))
+    return None
+
+
+def _tidy(lines: list[str]) -> list[str]:
+    # Collapse the blank-line runs the templates above produce into PEP 8 spacing.
+    out: list[str] = []
+    for line in lines:
+        if line == "" and len(out) >= 2 and out[-1] == "" and out[-2] == "":
+            continue
+        out.append(line)
+    while out and out[-1] == "":
+        out.pop()
+    return out
+
+
+def hook_results_module(spec: Spec) -> str:
+    """The matrix of hooks.toml and, compiled from HookResults.json, one checker per event."""
+    # Imported here: generation needs the registry; the generated module needs neither.
+    from bundle_contract._compile import generate_module
+    from bundle_contract._schemas import def_ref, schema_documents, schema_uri
+
+    fields = spec.tables["hooks"]["result_fields"]
+    matrix = {
+        row["event"]: (row["additional_context"], row["deny"], row["updated_input"])
+        for row in spec.rows("hooks", "result")
+    }
+    keys = tuple(sorted(name for name in fields if name != "unknown_keys"))
+    schemas = {event: {"$ref": schema_uri(def_ref("HookResults", event))} for event in matrix}
+    compiled = generate_module(schemas, schema_documents().__getitem__)
+    lines = [
+        HEADER,
+        "# The matrix of spec/hooks.toml: event -> (additionalContext, deny, updatedInput).",
+        f"MATRIX = {matrix!r}",
+        f"OUTCOMES = {tuple(fields['outcome']['values'])!r}",
+        f"RESULT_KEYS = {keys!r}",
+        "",
+        compiled.rstrip("\n"),
+        "",
+        "IS_VALID = {name: pair[0] for name, pair in VALIDATORS.items()}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+MODULES: dict[str, Callable[[Spec], str]] = {
+    "errors.py": errors_module,
+    "hook_results.py": hook_results_module,
+}
+
+
+def generate(check: bool = False) -> list[str]:
+    """Write (or with `check`, compare) every generated module; returns the stale ones."""
+    spec = get_spec()
+    stale = []
+    for name, build in MODULES.items():
+        path = GENERATED / name
+        text = build(spec)
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current != text:
+            stale.append(name)
+            if not check:
+                path.write_text(text, encoding="utf-8")
+    return stale

@@ -1,0 +1,426 @@
+"""Generated from spec/ by `python -m bundle_contract generate`. Do not edit."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from bundle_contract._error_bases import (
+    ContractError,
+    DiagnosticError,
+    HookResultError,
+    RequestError,
+)
+
+
+class InvocationAlreadyFinal(RequestError):
+    """Cancelling an already-final invocation."""
+
+    code: ClassVar[str] = "AB8256"
+    http_status: ClassVar[int] = 409
+
+
+class BindingClosed(RequestError):
+    """Binding result for a closed binding."""
+
+    code: ClassVar[str] = "AB8022"
+    http_status: ClassVar[int] = 404
+
+
+class PtyUnavailable(RequestError):
+    """Neither the project nor the framework fallback location can supply the pseudo-terminal
+    library.
+    """
+
+    code: ClassVar[str] = "AB8260"
+    http_status: ClassVar[int] = 503
+
+
+class MalformedSessionRequest(RequestError):
+    """Malformed request: body, path, query, dimensions, input, unsupported method or state, or
+    deleting an active session.
+    """
+
+    code: ClassVar[str] = "AB8261"
+    http_status: ClassVar[int] = 400
+    variants: ClassVar[dict[str, int]] = {
+        "unsupported-method": 405,
+        "session-running": 409,
+        "input-too-large": 413,
+    }
+
+
+class SessionNotFound(RequestError):
+    """Session id well-formed but unknown."""
+
+    code: ClassVar[str] = "AB8262"
+    http_status: ClassVar[int] = 404
+
+
+class HostNotLaunchable(RequestError):
+    """No executable on PATH, no development install attached to the adopted epoch, or the
+    spawned process failed.
+    """
+
+    code: ClassVar[str] = "AB8263"
+    http_status: ClassVar[int] = 422
+
+
+class SessionLimitReached(RequestError):
+    """Four sessions already active."""
+
+    code: ClassVar[str] = "AB8264"
+    http_status: ClassVar[int] = 409
+
+
+class SessionServiceUnavailable(RequestError):
+    """Host-session service closed or unavailable."""
+
+    code: ClassVar[str] = "AB8265"
+    http_status: ClassVar[int] = 503
+
+
+class InvalidDevSession(RequestError):
+    """Invalid BUNDLE_DEV_SESSION value on a hook receipt or proxy request."""
+
+    code: ClassVar[str] = "AB8266"
+    http_status: ClassVar[int] = 401
+
+
+class RuntimeDependencyUnevidenced(DiagnosticError):
+    """A package.json dependency is unevidenced as used by a payload (runtimeDependencies
+    missing).
+    """
+
+    code: ClassVar[str] = "AB7014"
+    http_status: ClassVar[int] = 422
+
+
+class RuntimeDependencyNotInstalled(DiagnosticError):
+    """A declared runtime dependency is not one a consumer's npm installs (dependencies,
+    optionalDependencies, or a non-optional peer).
+    """
+
+    code: ClassVar[str] = "AB4751"
+    http_status: ClassVar[int] = 422
+
+
+class ProjectionWithoutPluginManifest(DiagnosticError):
+    """Install or doctor on a projection that emits no plugin manifest."""
+
+    code: ClassVar[str] = "AB7001"
+    http_status: ClassVar[int] = 422
+
+
+class HookWrapperNotUnique(DiagnosticError):
+    """A host document names a wrapper that is not exactly one executables.hooks row."""
+
+    code: ClassVar[str] = "AB6018"
+    http_status: ClassVar[int] = 422
+
+
+class RouteNotFound(RequestError):
+    """No route matches the path."""
+
+    code: ClassVar[str] = "BX1001"
+    http_status: ClassVar[int] = 404
+
+
+class MethodNotAllowed(RequestError):
+    """The path exists but not for this method; the response carries Allow."""
+
+    code: ClassVar[str] = "BX1002"
+    http_status: ClassVar[int] = 405
+
+
+class UnsupportedMediaType(RequestError):
+    """A JSON body without the application/json media type."""
+
+    code: ClassVar[str] = "BX1003"
+    http_status: ClassVar[int] = 415
+
+
+class InvalidRequest(RequestError):
+    """Body, query or path parameter malformed or not matching the route's schema."""
+
+    code: ClassVar[str] = "BX1004"
+    http_status: ClassVar[int] = 400
+
+
+class PayloadTooLarge(RequestError):
+    """Request body above the route's limit."""
+
+    code: ClassVar[str] = "BX1005"
+    http_status: ClassVar[int] = 413
+
+
+class HeadersTooLarge(RequestError):
+    """Too many request headers, or header bytes above the limit."""
+
+    code: ClassVar[str] = "BX1006"
+    http_status: ClassVar[int] = 431
+
+
+class SessionRequired(RequestError):
+    """Missing, wrong or malformed foreground session cookie or x-bundle-session value."""
+
+    code: ClassVar[str] = "BX2001"
+    http_status: ClassVar[int] = 401
+
+
+class HostNotAllowed(RequestError):
+    """Host header is not a loopback name or literal with the server's port."""
+
+    code: ClassVar[str] = "BX2002"
+    http_status: ClassVar[int] = 403
+
+
+class OriginNotAllowed(RequestError):
+    """Origin header present and not exactly the server's own origin or a configured dev
+    origin.
+    """
+
+    code: ClassVar[str] = "BX2003"
+    http_status: ClassVar[int] = 403
+
+
+class ReceiptTokenInvalid(RequestError):
+    """Receipt request without the endpoint's bearer token, or with a wrong one."""
+
+    code: ClassVar[str] = "BX2004"
+    http_status: ClassVar[int] = 401
+
+
+class ReceiptPeerNotLoopback(RequestError):
+    """Receipt request from a non-loopback peer."""
+
+    code: ClassVar[str] = "BX2005"
+    http_status: ClassVar[int] = 403
+
+
+class ReceiptOriginRefused(RequestError):
+    """Receipt request carrying an Origin header."""
+
+    code: ClassVar[str] = "BX2006"
+    http_status: ClassVar[int] = 403
+
+
+class CursorMalformed(RequestError):
+    """Trace or log cursor is not a non-negative safe integer."""
+
+    code: ClassVar[str] = "BX3001"
+    http_status: ClassVar[int] = 400
+
+
+class CursorAhead(RequestError):
+    """Trace or log cursor ahead of current history."""
+
+    code: ClassVar[str] = "BX3002"
+    http_status: ClassVar[int] = 409
+
+
+class TraceUnavailable(RequestError):
+    """Trace hub or log store closed or unavailable."""
+
+    code: ClassVar[str] = "BX3003"
+    http_status: ClassVar[int] = 503
+
+
+class HookResultNotObject(HookResultError):
+    """A handler returned something other than nothing or an object (rule 5)."""
+
+    code: ClassVar[str] = "BX4101"
+    http_status: ClassVar[int] = 422
+    rule: ClassVar[int | None] = 5
+
+
+class ReasonWhileContinuing(HookResultError):
+    """A continuing result carries reason (rule 2)."""
+
+    code: ClassVar[str] = "BX4102"
+    http_status: ClassVar[int] = 422
+    rule: ClassVar[int | None] = 2
+
+
+class DenyNotAllowed(HookResultError):
+    """Outcome deny for an event whose matrix row refuses deny (rule 3)."""
+
+    code: ClassVar[str] = "BX4103"
+    http_status: ClassVar[int] = 422
+    rule: ClassVar[int | None] = 3
+
+
+class DenyWithoutReason(HookResultError):
+    """A denying result without a non-empty reason (rule 3)."""
+
+    code: ClassVar[str] = "BX4104"
+    http_status: ClassVar[int] = 422
+    rule: ClassVar[int | None] = 3
+
+
+class UpdatedInputWhileDenying(HookResultError):
+    """A denying result carries updatedInput (rule 3)."""
+
+    code: ClassVar[str] = "BX4105"
+    http_status: ClassVar[int] = 422
+    rule: ClassVar[int | None] = 3
+
+
+class StopOutcome(HookResultError):
+    """A result with outcome stop (rule 4)."""
+
+    code: ClassVar[str] = "BX4106"
+    http_status: ClassVar[int] = 422
+    rule: ClassVar[int | None] = 4
+
+
+class ResultFieldNotAllowed(HookResultError):
+    """AdditionalContext or updatedInput on an event whose matrix row refuses it."""
+
+    code: ClassVar[str] = "BX4107"
+    http_status: ClassVar[int] = 422
+
+
+class ResultShapeInvalid(HookResultError):
+    """An unknown key, an unknown outcome, or a value of the wrong type (rule 5)."""
+
+    code: ClassVar[str] = "BX4108"
+    http_status: ClassVar[int] = 422
+    rule: ClassVar[int | None] = 5
+
+
+class UnknownHandlerEvent(ContractError):
+    """A handler event name outside the six of seed 001."""
+
+    code: ClassVar[str] = "BX4109"
+    http_status: ClassVar[int] = 422
+
+
+class HookPayloadInvalid(ContractError):
+    """A handler payload does not match its event's fields."""
+
+    code: ClassVar[str] = "BX4201"
+    http_status: ClassVar[int] = 422
+
+
+class NativeDecodeFailed(ContractError):
+    """A native value fails its decode step (json-string not JSON, positive-count not a count)
+    or its field kind.
+    """
+
+    code: ClassVar[str] = "BX4301"
+    http_status: ClassVar[int] = 422
+
+
+class UnknownNativeEvent(ContractError):
+    """A host kind or native event name that hosts.toml does not know."""
+
+    code: ClassVar[str] = "BX4302"
+    http_status: ClassVar[int] = 422
+
+
+class ModelInvalid(ContractError):
+    """A value does not conform to its resource schema."""
+
+    code: ClassVar[str] = "BX4401"
+    http_status: ClassVar[int] = 422
+
+
+class ConfigInvalid(ContractError):
+    """A configuration, prebuilt or skill definition (or a config factory's result) does not
+    conform.
+    """
+
+    code: ClassVar[str] = "BX4402"
+    http_status: ClassVar[int] = 422
+
+
+ERRORS: dict[str, type[ContractError]] = {
+    "AB8256": InvocationAlreadyFinal,
+    "AB8022": BindingClosed,
+    "AB8260": PtyUnavailable,
+    "AB8261": MalformedSessionRequest,
+    "AB8262": SessionNotFound,
+    "AB8263": HostNotLaunchable,
+    "AB8264": SessionLimitReached,
+    "AB8265": SessionServiceUnavailable,
+    "AB8266": InvalidDevSession,
+    "AB7014": RuntimeDependencyUnevidenced,
+    "AB4751": RuntimeDependencyNotInstalled,
+    "AB7001": ProjectionWithoutPluginManifest,
+    "AB6018": HookWrapperNotUnique,
+    "BX1001": RouteNotFound,
+    "BX1002": MethodNotAllowed,
+    "BX1003": UnsupportedMediaType,
+    "BX1004": InvalidRequest,
+    "BX1005": PayloadTooLarge,
+    "BX1006": HeadersTooLarge,
+    "BX2001": SessionRequired,
+    "BX2002": HostNotAllowed,
+    "BX2003": OriginNotAllowed,
+    "BX2004": ReceiptTokenInvalid,
+    "BX2005": ReceiptPeerNotLoopback,
+    "BX2006": ReceiptOriginRefused,
+    "BX3001": CursorMalformed,
+    "BX3002": CursorAhead,
+    "BX3003": TraceUnavailable,
+    "BX4101": HookResultNotObject,
+    "BX4102": ReasonWhileContinuing,
+    "BX4103": DenyNotAllowed,
+    "BX4104": DenyWithoutReason,
+    "BX4105": UpdatedInputWhileDenying,
+    "BX4106": StopOutcome,
+    "BX4107": ResultFieldNotAllowed,
+    "BX4108": ResultShapeInvalid,
+    "BX4109": UnknownHandlerEvent,
+    "BX4201": HookPayloadInvalid,
+    "BX4301": NativeDecodeFailed,
+    "BX4302": UnknownNativeEvent,
+    "BX4401": ModelInvalid,
+    "BX4402": ConfigInvalid,
+}
+
+__all__ = [
+    "ERRORS",
+    "BindingClosed",
+    "ConfigInvalid",
+    "CursorAhead",
+    "CursorMalformed",
+    "DenyNotAllowed",
+    "DenyWithoutReason",
+    "HeadersTooLarge",
+    "HookPayloadInvalid",
+    "HookResultNotObject",
+    "HookWrapperNotUnique",
+    "HostNotAllowed",
+    "HostNotLaunchable",
+    "InvalidDevSession",
+    "InvalidRequest",
+    "InvocationAlreadyFinal",
+    "MalformedSessionRequest",
+    "MethodNotAllowed",
+    "ModelInvalid",
+    "NativeDecodeFailed",
+    "OriginNotAllowed",
+    "PayloadTooLarge",
+    "ProjectionWithoutPluginManifest",
+    "PtyUnavailable",
+    "ReasonWhileContinuing",
+    "ReceiptOriginRefused",
+    "ReceiptPeerNotLoopback",
+    "ReceiptTokenInvalid",
+    "ResultFieldNotAllowed",
+    "ResultShapeInvalid",
+    "RouteNotFound",
+    "RuntimeDependencyNotInstalled",
+    "RuntimeDependencyUnevidenced",
+    "SessionLimitReached",
+    "SessionNotFound",
+    "SessionRequired",
+    "SessionServiceUnavailable",
+    "StopOutcome",
+    "TraceUnavailable",
+    "UnknownHandlerEvent",
+    "UnknownNativeEvent",
+    "UnsupportedMediaType",
+    "UpdatedInputWhileDenying",
+]

@@ -1,0 +1,261 @@
+"""Cross-reference checks over the loaded tables.
+
+The meta-schemas check each row's shape; these check what one row says about another: a route
+names existing schemas and codes, a family names existing fields, a host names existing
+families. Each check yields problem lines naming file and row; `load_spec` collects them all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from bundle_contract._spec import Spec, row_label
+
+# Limits of these kinds are stated in JSON Schema (as `Limits.json#/$defs/<id>`).
+SCHEMA_LIMIT_KINDS = frozenset({"integer-range", "pattern", "max-chars", "max-items"})
+GENERATED_SCHEMAS = ("Limits.json", "Vocabulary.json")
+VOCABULARY_DEFS = ("family", "hostKind", "sessionHost", "handlerEvent", "errorCode")
+PATH_PARAM = re.compile(r"\{([A-Za-z][A-Za-z0-9]*)\}")
+
+
+def _duplicates(spec: Spec, table: str, key: str, ident: Callable[[Any], object]) -> Iterator[str]:
+    rows = spec.rows(table, key)
+    counts = Counter(ident(row) for row in rows)
+    for index, row in enumerate(rows):
+        if counts[ident(row)] > 1:
+            yield f"{row_label(table, key, index, row)}: duplicate {ident(row)!r}"
+
+
+def _codes(spec: Spec) -> set[str]:
+    return {row["code"] for row in spec.rows("errors", "error")}
+
+
+def check_errors(spec: Spec) -> Iterator[str]:
+    yield from _duplicates(spec, "errors", "error", lambda r: r["code"])
+    yield from _duplicates(spec, "errors", "error", lambda r: r["name"])
+    for index, row in enumerate(spec.rows("errors", "error")):
+        label = row_label("errors", "error", index, row)
+        own_code = row["source"] == "decision" or "code" in row.get("decided", ())
+        if row["code"].startswith("AB") and own_code:
+            yield f"{label}: the AB space is the seeds'; a code of ours uses BX"
+        if row["code"].startswith("BX") and not own_code:
+            yield f"{label}: a BX code is ours: mark it source = decision or decided = [code]"
+
+
+def schema_ref_problem(spec: Spec, ref: str) -> str | None:
+    """Why a route's schema ref does not resolve, or None when it does."""
+    name, _, fragment = ref.partition("#")
+    if name == "Limits.json":
+        ids = {r["id"] for r in spec.rows("limits", "limit") if r["kind"] in SCHEMA_LIMIT_KINDS}
+        wanted = fragment.removeprefix("/$defs/")
+        return None if wanted in ids else f"no schema-expressible limit {wanted!r}"
+    if name == "Vocabulary.json":
+        wanted = fragment.removeprefix("/$defs/")
+        return None if wanted in VOCABULARY_DEFS else f"no vocabulary {wanted!r}"
+    if name.removesuffix(".json") not in spec.schemas:
+        return f"no schema {name} in spec/schemas/"
+    return None
+
+
+def check_limits(spec: Spec) -> Iterator[str]:
+    yield from _duplicates(spec, "limits", "limit", lambda r: r["id"])
+    routes = {r["id"] for r in spec.rows("routes", "route")}
+    for index, row in enumerate(spec.rows("limits", "limit")):
+        for route in row["routes"]:
+            if route not in routes:
+                yield f"{row_label('limits', 'limit', index, row)}: unknown route {route!r}"
+
+
+def check_routes(spec: Spec) -> Iterator[str]:
+    yield from _duplicates(spec, "routes", "route", lambda r: r["id"])
+    yield from _duplicates(spec, "routes", "route", lambda r: (r["method"], r["path"]))
+    codes = _codes(spec)
+    groups = {g["name"] for g in spec.rows("routes", "group")}
+    auths = {a["name"] for a in spec.rows("routes", "auth")}
+    limits = {r["id"] for r in spec.rows("limits", "limit")}
+    for index, auth in enumerate(spec.rows("routes", "auth")):
+        for code in auth["errors"]:
+            if code not in codes:
+                yield f"{row_label('routes', 'auth', index, auth)}: unknown code {code}"
+    for code in spec.tables["routes"]["body"]["errors"]:
+        if code not in codes:
+            yield f"routes.toml: body: unknown code {code}"
+    for index, route in enumerate(spec.rows("routes", "route")):
+        label = row_label("routes", "route", index, route)
+        if route["group"] not in groups:
+            yield f"{label}: unknown group {route['group']!r}"
+        if route["auth"] not in auths:
+            yield f"{label}: unknown auth class {route['auth']!r}"
+        request_error = [route["request_error"]] if "request_error" in route else []
+        for code in [*route["errors"], *request_error]:
+            if code not in codes:
+                yield f"{label}: unknown code {code}"
+        if "body_limit" in route and route["body_limit"] not in limits:
+            yield f"{label}: unknown limit {route['body_limit']!r}"
+        if set(PATH_PARAM.findall(route["path"])) != set(route.get("params", {})):
+            yield f"{label}: path parameters and `params` differ"
+        yield from (f"{label}: {p}" for p in _route_ref_problems(spec, route))
+        yield from (f"{label}: {p}" for p in _transport_problems(route))
+
+
+def _route_refs(route: Any) -> Iterator[str]:
+    yield from route.get("params", {}).values()
+    yield from (q["schema"] for q in route.get("query", {}).values())
+    if "request" in route:
+        yield route["request"]
+    for response in route["responses"].values():
+        yield from (response[k] for k in ("schema", "items", "frame") if k in response)
+        yield from response.get("events", {}).values()
+
+
+def _route_ref_problems(spec: Spec, route: Any) -> Iterator[str]:
+    for ref in _route_refs(route):
+        problem = schema_ref_problem(spec, ref)
+        if problem:
+            yield problem
+
+
+def _transport_problems(route: Any) -> Iterator[str]:
+    for status, response in route["responses"].items():
+        if "events" in response and route["transport"] != "sse":
+            yield f"response {status} names SSE events on a {route['transport']} route"
+        if "frame" in response and route["transport"] != "ndjson":
+            yield f"response {status} names an NDJSON frame on a {route['transport']} route"
+        terminal = response.get("terminal_event")
+        if terminal is not None and terminal not in response["events"]:
+            yield f"response {status}: terminal event {terminal!r} is not one of its events"
+    if route["method"] == "GET" and "request" in route:
+        yield "a GET route cannot take a body"
+
+
+def _kinds(spec: Spec) -> set[str]:
+    return {k["name"] for k in spec.rows("events", "kind")}
+
+
+def check_events(spec: Spec) -> Iterator[str]:
+    for key in ("kind", "decode", "field", "family"):
+        yield from _duplicates(spec, "events", key, lambda r: r["name"])
+    kinds = _kinds(spec)
+    fields = {f["name"] for f in spec.rows("events", "field")}
+    for index, field in enumerate(spec.rows("events", "field")):
+        if field["kind"] not in kinds:
+            yield f"{row_label('events', 'field', index, field)}: unknown kind {field['kind']!r}"
+    for name in spec.tables["events"]["base"]:
+        if name not in fields:
+            yield f"events.toml: base: unknown field {name!r}"
+    for index, family in enumerate(spec.rows("events", "family")):
+        for name in family["fields"]:
+            if name != "base" and name not in fields:
+                label = row_label("events", "family", index, family)
+                yield f"{label}: unknown field {name!r}"
+
+
+def check_hooks(spec: Spec) -> Iterator[str]:
+    yield from _duplicates(spec, "hooks", "event", lambda r: r["name"])
+    yield from _duplicates(spec, "hooks", "result", lambda r: r["event"])
+    yield from _duplicates(spec, "hooks", "rule", lambda r: r["id"])
+    kinds = _kinds(spec) | {"host-kind"}
+    families = {f["name"] for f in spec.rows("events", "family")}
+    events = [e["name"] for e in spec.rows("hooks", "event")]
+    for index, event in enumerate(spec.rows("hooks", "event")):
+        label = row_label("hooks", "event", index, event)
+        if event["family"] not in families:
+            yield f"{label}: unknown family {event['family']!r}"
+        for field in [*event["required"], *event["optional"]]:
+            if field["kind"] not in kinds:
+                yield f"{label}: field {field['name']}: unknown kind {field['kind']!r}"
+    for key in ("common_field", "context_field"):
+        for index, field in enumerate(spec.rows("hooks", key)):
+            if field["kind"] not in kinds:
+                yield f"{row_label('hooks', key, index, field)}: unknown kind {field['kind']!r}"
+    matrix = [r["event"] for r in spec.rows("hooks", "result")]
+    if sorted(matrix) != sorted(events):
+        yield "hooks.toml: result: the matrix must have exactly one row per handler event"
+    rule_ids = sorted(r["id"] for r in spec.rows("hooks", "rule"))
+    if rule_ids != list(range(1, len(rule_ids) + 1)):
+        yield "hooks.toml: rule: ids must run 1..N"
+
+
+def check_hosts(spec: Spec) -> Iterator[str]:
+    yield from _duplicates(spec, "hosts", "host", lambda r: r["kind"])
+    families = {f["name"] for f in spec.rows("events", "family")}
+    fields = {f["name"] for f in spec.rows("events", "field")}
+    decodes = {d["name"] for d in spec.rows("events", "decode")}
+    for index, host in enumerate(spec.rows("hosts", "host")):
+        label = row_label("hosts", "host", index, host)
+        for name in host["common_keys"]:
+            if name not in fields:
+                yield f"{label}: common_keys: unknown field {name!r}"
+        seen: Counter[str] = Counter(e["family"] for e in host["event"])
+        for family, count in seen.items():
+            if count > 1:
+                yield f"{label}: family {family!r} mapped twice"
+        for event in host["event"]:
+            where = f"{label}: event {event['native']!r}"
+            if event["family"] not in families:
+                yield f"{where}: unknown family {event['family']!r}"
+            for name in [*event.get("keys", {}), *event.get("omit", ())]:
+                if name not in fields:
+                    yield f"{where}: unknown field {name!r}"
+            for name, step in event.get("decode", {}).items():
+                if step not in decodes:
+                    yield f"{where}: unknown decode step {step!r}"
+                if name not in event.get("keys", {}) and name not in host["common_keys"]:
+                    yield f"{where}: decode for {name!r}, which the host does not send"
+
+
+def check_states(spec: Spec) -> Iterator[str]:
+    yield from _duplicates(spec, "states", "machine", lambda r: r["name"])
+    codes = _codes(spec)
+    for index, machine in enumerate(spec.rows("states", "machine")):
+        label = row_label("states", "machine", index, machine)
+        known = {*machine["states"], *machine.get("groups", {}), "none", "any"}
+        for name, members in machine.get("groups", {}).items():
+            for member in members:
+                if member not in machine["states"]:
+                    yield f"{label}: group {name!r}: unknown state {member!r}"
+        for t in machine["transition"]:
+            sources = [t["from"]] if isinstance(t["from"], str) else list(t["from"])
+            for state in [*sources, t["to"]]:
+                if state not in known and state != "unchanged":
+                    yield f"{label}: transition {t['trigger']!r}: unknown state {state!r}"
+            if "error" in t and t["error"] not in codes:
+                yield f"{label}: transition {t['trigger']!r}: unknown code {t['error']}"
+
+
+def check_requirements(spec: Spec) -> Iterator[str]:
+    yield from _duplicates(spec, "requirements", "requirement", lambda r: r["id"])
+
+
+def check_schema_ids(spec: Spec) -> Iterator[str]:
+    from bundle_contract._spec import SCHEMA_BASE
+
+    for name, document in spec.schemas.items():
+        if document.get("$id") != f"{SCHEMA_BASE}{name}.json":
+            yield f"schemas/{name}.json: $id must be {SCHEMA_BASE}{name}.json"
+        if f"{name}.json" in GENERATED_SCHEMAS:
+            yield f"schemas/{name}.json: {name} is generated from the tables; remove the file"
+
+
+CHECKS: tuple[Callable[[Spec], Iterable[str]], ...] = (
+    check_errors,
+    check_limits,
+    check_routes,
+    check_events,
+    check_hooks,
+    check_hosts,
+    check_states,
+    check_requirements,
+    check_schema_ids,
+)
+
+
+def cross_reference_problems(spec: Spec) -> Iterator[str]:
+    # The canonical-event checks compute seed rule 5 (payload field admission) over hosts.toml.
+    from bundle_contract._canonical import admission_problems, native_event_problems
+
+    for check in (*CHECKS, admission_problems, native_event_problems):
+        yield from check(spec)

@@ -1,0 +1,81 @@
+"""define_config / define_prebuilt / define_skill / resolve_config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bundle_contract import Model, define_config, define_prebuilt, define_skill, resolve_config
+from bundle_contract._generated.errors import ConfigInvalid
+
+CONFIG = {"dev": {"agentApi": True, "contracts": {"fixtures": "fixtures/index.ts"}}}
+CONTEXT = {"command": "dev", "mode": "development", "project_root": "/work/p"}
+
+
+def test_define_config_is_identity_for_objects_and_factories() -> None:
+    assert define_config(CONFIG) is CONFIG
+
+    def factory(context: Model) -> dict[str, Any]:
+        return CONFIG
+
+    assert define_config(factory) is factory
+
+
+def test_define_config_refuses_a_broken_config() -> None:
+    with pytest.raises(ConfigInvalid, match=r"\$\.dev\.contracts"):
+        define_config({"dev": {"contracts": {}}})
+    with pytest.raises(ConfigInvalid):
+        define_config({"dev": {"hosts": {"host_z": {"executable": "x"}}}})
+
+
+def test_factory_receives_the_context() -> None:
+    seen: list[Model] = []
+
+    def factory(context: Model) -> dict[str, Any]:
+        seen.append(context)
+        return {"targets": list(context.selectedTargets)}
+
+    resolved = resolve_config(factory, selected_targets=["host_a", "host_d"], **CONTEXT)
+    assert resolved.targets == ["host_a", "host_d"]
+    assert seen[0].to_json() == {
+        "command": "dev",
+        "mode": "development",
+        "projectRoot": "/work/p",
+        "selectedTargets": ["host_a", "host_d"],
+    }
+
+
+def test_async_factory_is_awaited() -> None:
+    async def factory(context: Model) -> dict[str, Any]:
+        return CONFIG
+
+    assert resolve_config(factory, **CONTEXT).dev["agentApi"] is True
+
+
+@pytest.mark.parametrize("produced", [None, ["dev"], {"dev": {"agentApi": "yes"}}])
+def test_factory_result_is_checked(produced: Any) -> None:
+    with pytest.raises(ConfigInvalid):
+        resolve_config(lambda context: produced, **CONTEXT)
+
+
+def test_context_is_checked() -> None:
+    with pytest.raises(ConfigInvalid, match="projectRoot"):
+        resolve_config(CONFIG, command="dev", mode="development", project_root="relative")
+
+
+def test_define_prebuilt() -> None:
+    prebuilt = define_prebuilt("prebuilt/linux-x64", ["@scope/native", "left-pad"])
+    assert prebuilt.to_json() == {
+        "directory": "prebuilt/linux-x64",
+        "packages": ["@scope/native", "left-pad"],
+    }
+    with pytest.raises(ConfigInvalid):
+        define_prebuilt("prebuilt", ["Not A Package"])
+
+
+def test_define_skill() -> None:
+    skill = {"name": "review-diff", "description": "Reviews the staged diff."}
+    assert define_skill(skill) is skill
+    with pytest.raises(ConfigInvalid):
+        define_skill({"name": "Review Diff", "description": "x"})
