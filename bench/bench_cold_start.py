@@ -7,12 +7,16 @@ interleaved in the same run. Goal: under 3x the baseline (median).
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
 import time
 
 RUNS = 40
+# An installed wheel is byte-compiled by pip, so a real hook wrapper loads .pyc files; make sure
+# this checkout has them too, whatever the calling environment says.
+ENV = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
 HOOK = (
     "from bundle_contract import validate_hook_result\n"
     "validate_hook_result('beforeTool', {'outcome': 'deny', 'reason': 'outside the repo'})\n"
@@ -21,7 +25,7 @@ HOOK = (
 
 def wall_ms(code: str) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, env=ENV)
     return (time.perf_counter() - start) * 1000
 
 

@@ -9,7 +9,10 @@ imported on the hook-time path, so it imports nothing beyond the standard librar
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+
+TYPE_CHECKING = False  # see bundle_contract/__init__.py: typing stays off the hook-time path
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 
 class ContractError(Exception):

@@ -21,14 +21,16 @@ def errors_module(spec: Spec) -> str:
         HEADER,
         "from __future__ import annotations",
         "",
-        "from typing import ClassVar",
-        "",
         "from bundle_contract._error_bases import (",
         "    ContractError,",
         "    DiagnosticError,",
         "    HookResultError,",
         "    RequestError,",
         ")",
+        "",
+        "TYPE_CHECKING = False  # typing stays off the hook-time path",
+        "if TYPE_CHECKING:",
+        "    from typing import ClassVar",
         "",
     ]
     rows = spec.rows("errors", "error")

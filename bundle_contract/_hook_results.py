@@ -14,11 +14,14 @@ allowed, deny without reason, updatedInput while denying), rule 4 (stop), the ma
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from bundle_contract._error_bases import HookResultError
 from bundle_contract._generated import errors
 from bundle_contract._generated import hook_results as _compiled
+
+TYPE_CHECKING = False  # see bundle_contract/__init__.py: typing stays off the hook-time path
+if TYPE_CHECKING:
+    from typing import Any
 
 # The generated module is untyped straight-line code; these names give it types.
 IS_VALID: Mapping[str, Callable[[object], bool]] = _compiled.IS_VALID

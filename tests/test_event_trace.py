@@ -34,11 +34,10 @@ from bundle_contract._event_trace import (
     install_event_trace_observer,
     summarize_event_trace_error,
 )
+from bundle_contract._schemas import reference_validator
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "spec"
-SCHEMAS = SPEC / "schemas"
-SCHEMA_BASE = "https://bundle-devkit.dev/schema/"
 
 FAMILIES: tuple[str, ...] = tuple(
     row["name"] for row in tomllib.loads((SPEC / "events.toml").read_text("utf-8"))["family"]
@@ -64,46 +63,10 @@ EXAMPLES = settings(
 
 # -- schema oracle ---------------------------------------------------------------------------
 
-_VALIDATORS: dict[str, Any] = {}
-
-
-def _stub_resources() -> list[dict[str, Any]]:
-    """Vocabulary.json and Limits.json are derived by code not part of this test: stubs with
-    the members the event-trace schemas reach."""
-    vocabulary = {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_BASE + "Vocabulary.json",
-        "$defs": {
-            "family": {"enum": list(FAMILIES)},
-            "hostKind": {"enum": ["host_a", "host_b", "host_c", "host_d"]},
-        },
-    }
-    limits = {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_BASE + "Limits.json",
-        "$defs": {},
-    }
-    return [vocabulary, limits]
-
 
 def validator(name: str) -> Any:
-    """The Draft 2020-12 validator of spec/schemas/<name>; skips the caller when missing."""
-    if not (SCHEMAS / name).is_file():
-        pytest.skip(f"spec/schemas/{name} is not written yet")
-    if name not in _VALIDATORS:
-        from jsonschema import Draft202012Validator
-        from referencing import Registry, Resource
-        from referencing.jsonschema import DRAFT202012
-
-        documents = [json.loads(p.read_text("utf-8")) for p in sorted(SCHEMAS.glob("*.json"))]
-        ids = {doc["$id"] for doc in documents}
-        documents += [doc for doc in _stub_resources() if doc["$id"] not in ids]
-        registry: Registry[Any] = Registry().with_resources(
-            (doc["$id"], Resource.from_contents(doc, default_specification=DRAFT202012))
-            for doc in documents
-        )
-        _VALIDATORS[name] = Draft202012Validator({"$ref": SCHEMA_BASE + name}, registry=registry)
-    return _VALIDATORS[name]
+    """The reference validator of one resource, from the project's schema registry."""
+    return reference_validator(name)
 
 
 def assert_valid(name: str, value: Any) -> None:

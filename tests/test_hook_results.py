@@ -172,7 +172,8 @@ def test_hook_time_import_is_light() -> None:
         "import sys\n"
         "from bundle_contract import validate_hook_result\n"
         "validate_hook_result('beforeTool', {'outcome': 'deny', 'reason': 'x'})\n"
-        "heavy = {'jsonschema', 'referencing', 'pyrsistent', 'werkzeug', 'gevent', 'tomllib'}\n"
+        "heavy = {'jsonschema', 'referencing', 'pyrsistent', 'werkzeug', 'gevent', 'tomllib',"
+        " 'typing'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

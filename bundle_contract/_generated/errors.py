@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from bundle_contract._error_bases import (
     ContractError,
     DiagnosticError,
     HookResultError,
     RequestError,
 )
+
+TYPE_CHECKING = False  # typing stays off the hook-time path
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 
 class InvocationAlreadyFinal(RequestError):
@@ -334,6 +336,13 @@ class ConfigInvalid(ContractError):
     http_status: ClassVar[int] = 422
 
 
+class TransitionNotAllowed(ContractError):
+    """A trigger that no row of the subject's state table allows from its current state."""
+
+    code: ClassVar[str] = "BX4403"
+    http_status: ClassVar[int] = 409
+
+
 ERRORS: dict[str, type[ContractError]] = {
     "AB8256": InvocationAlreadyFinal,
     "AB8022": BindingClosed,
@@ -377,6 +386,7 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX4302": UnknownNativeEvent,
     "BX4401": ModelInvalid,
     "BX4402": ConfigInvalid,
+    "BX4403": TransitionNotAllowed,
 }
 
 __all__ = [
@@ -419,6 +429,7 @@ __all__ = [
     "SessionServiceUnavailable",
     "StopOutcome",
     "TraceUnavailable",
+    "TransitionNotAllowed",
     "UnknownHandlerEvent",
     "UnknownNativeEvent",
     "UnsupportedMediaType",
