@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Any, ClassVar, Self
 
-from pyrsistent import InvariantException, PRecord, field, freeze, thaw
+from pyrsistent import InvariantException, PMap, PRecord, PVector, field, freeze
 
 from bundle_contract._generated.errors import ModelInvalid
 from bundle_contract._schemas import schema_documents, schema_uri
@@ -43,8 +43,7 @@ class Model(PRecord):  # type: ignore[type-arg]
 
     def to_json(self) -> dict[str, Any]:
         """Plain, mutable JSON data (dicts and lists)."""
-        result: dict[str, Any] = thaw(dict(self.items()))
-        return {k: v.to_json() if isinstance(v, Model) else _thaw(v) for k, v in result.items()}
+        return {key: _thaw(value) for key, value in self.items()}
 
     def evolve(self, **changes: Any) -> Self:
         """A copy with `changes` applied, validated as a whole; raises `ModelInvalid`."""
@@ -54,12 +53,12 @@ class Model(PRecord):  # type: ignore[type-arg]
 
 
 def _thaw(value: Any) -> Any:
-    if isinstance(value, Model):
+    if isinstance(value, Model):  # before PMap: a model is a PMap too
         return value.to_json()
-    if isinstance(value, list):
-        return [_thaw(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, PMap):
+        return {key: _thaw(member) for key, member in value.items()}
+    if isinstance(value, PVector):
+        return [_thaw(member) for member in value]
     return value
 
 
