@@ -53,6 +53,7 @@ _EXPORTS = {
     "define_skill": "_config",
     "resolve_config": "_config",
     "project_event": "_project",
+    "openapi_document": "_openapi",
     "StateMachine": "_states",
     "state_machine": "_states",
 }
@@ -101,6 +102,7 @@ if TYPE_CHECKING:  # the same names, for type checkers; a test holds both lists 
     from bundle_contract._hook_results import validate_hook_result
     from bundle_contract._hooks import handler_events, hook_handler_context, validate_hook_payload
     from bundle_contract._models import Model, model
+    from bundle_contract._openapi import openapi_document
     from bundle_contract._project import project_event
     from bundle_contract._schemas import reference_validator, schema_documents
     from bundle_contract._spec import Spec, SpecError, get_spec, load_spec

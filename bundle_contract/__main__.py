@@ -68,6 +68,14 @@ def _schemas(out: Path) -> int:
     return 0
 
 
+def _openapi(out: Path) -> int:
+    from bundle_contract._openapi import openapi_document
+
+    out.write_text(json.dumps(openapi_document(), indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bundle-contract", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -76,12 +84,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     generate.add_argument("--check", action="store_true", help="fail if anything is stale")
     schemas = commands.add_parser("schemas", help="write every schema as JSON")
     schemas.add_argument("--out", type=Path, required=True)
+    openapi = commands.add_parser("openapi", help="write the OpenAPI 3.1 document")
+    openapi.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     try:
         if args.command == "check":
             return _check()
         if args.command == "generate":
             return _generate(args.check)
+        if args.command == "openapi":
+            return _openapi(args.out)
         return _schemas(args.out)
     except SpecError as exc:
         print(exc, file=sys.stderr)

@@ -1,0 +1,192 @@
+"""OpenAPI 3.1 description of the development server, generated from spec/routes.toml.
+
+Every schema resource becomes a component (its relative `$ref`s rewritten to component
+pointers, since OpenAPI tools resolve refs within one document); every route row becomes an
+operation with its parameters, body, responses per status and error responses per code. SSE and
+NDJSON routes describe one event's or one frame's schema under their media type.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from importlib import metadata
+from typing import Any
+
+from bundle_contract._generated.errors import ERRORS
+from bundle_contract._schemas import schema_documents
+from bundle_contract._spec import SCHEMA_BASE, Spec, get_spec
+
+COMPONENTS = "#/components/schemas/"
+MEDIA = {"json": "application/json", "sse": "text/event-stream", "ndjson": "application/x-ndjson"}
+SECURITY: dict[str, list[dict[str, list[str]]]] = {
+    "browser": [{"session": []}],
+    "receipt": [{"receiptToken": []}],
+    "bootstrap": [],
+}
+
+
+def component_ref(ref: str, resource: str) -> str:
+    """`Other.json#/$defs/x` or `#/$defs/x` (inside `resource`) -> a component pointer."""
+    name, _, pointer = ref.removeprefix(SCHEMA_BASE).partition("#")
+    target = name.removesuffix(".json") if name else resource
+    return COMPONENTS + target + pointer
+
+
+def _rewrite(node: Any, resource: str) -> Any:
+    if isinstance(node, Mapping):
+        return {
+            key: component_ref(value, resource) if key == "$ref" else _rewrite(value, resource)
+            for key, value in node.items()
+            if key not in ("$id", "$schema")
+        }
+    if isinstance(node, list):
+        return [_rewrite(item, resource) for item in node]
+    return node
+
+
+def components() -> dict[str, Any]:
+    """Every schema resource, hand-written and derived, as an OpenAPI component."""
+    result = {}
+    for uri, document in sorted(schema_documents().items()):
+        name = uri.removeprefix(SCHEMA_BASE).removesuffix(".json")
+        result[name] = _rewrite(document, name)
+    return result
+
+
+def _ref(ref: str) -> dict[str, str]:
+    return {"$ref": component_ref(ref, "")}
+
+
+def _body(response: Mapping[str, Any]) -> dict[str, Any] | None:
+    if "envelope" in response:
+        inner = _ref(response["schema"]) if "schema" in response else {
+            "type": "array", "items": _ref(response["items"])
+        }  # fmt: skip
+        return {
+            "type": "object",
+            "required": [response["envelope"]],
+            "properties": {response["envelope"]: inner},
+            "additionalProperties": False,
+        }
+    if "schema" in response:
+        return _ref(response["schema"])
+    if "frame" in response:
+        return _ref(response["frame"])
+    if "events" in response:
+        return {"type": "string"}
+    return None
+
+
+def _responses(spec: Spec, route: Mapping[str, Any]) -> dict[str, Any]:
+    media = "text/html" if route["transport"] == "html" else MEDIA[route["transport"]]
+    responses: dict[str, Any] = {}
+    for status, response in route["responses"].items():
+        entry: dict[str, Any] = {"description": _describe(status, response)}
+        body = _body(response)
+        if body is not None:
+            entry["content"] = {media: {"schema": body}}
+        elif route["transport"] == "html" and status == "200":
+            entry["content"] = {media: {"schema": {"type": "string"}}}
+        if "events" in response:
+            entry["x-sse-events"] = {name: _ref(ref) for name, ref in response["events"].items()}
+        responses[status] = entry
+    by_status: dict[int, list[str]] = defaultdict(list)
+    for code in effective_errors(spec, route):
+        error = ERRORS[code]
+        for status in {error.http_status, *error.variants.values()}:
+            by_status[status].append(code)
+    for status, codes in sorted(by_status.items()):
+        responses[str(status)] = {
+            "description": "error: " + ", ".join(sorted(codes)),
+            "content": {"application/json": {"schema": _ref("ErrorEnvelope.json")}},
+        }
+    return responses
+
+
+def _describe(status: str, response: Mapping[str, Any]) -> str:
+    if "events" in response:
+        terminal = response.get("terminal_event")
+        return f"server-sent events {', '.join(response['events'])}; ends after {terminal}"
+    if "frame" in response:
+        return "newline-delimited JSON, one frame per line"
+    return {"201": "created", "202": "accepted", "204": "no content", "303": "see other"}.get(
+        status, "ok"
+    )
+
+
+def effective_errors(spec: Spec, route: Mapping[str, Any]) -> list[str]:
+    """Codes a route can answer with: its own, its auth class's, and the body checks'."""
+    auth = next(a for a in spec.rows("routes", "auth") if a["name"] == route["auth"])
+    codes = [*route["errors"], *auth["errors"]]
+    if "request" in route:
+        codes += [
+            route.get("request_error", code) for code in spec.tables["routes"]["body"]["errors"]
+        ]
+    return sorted(set(codes))
+
+
+def _parameters(route: Mapping[str, Any]) -> list[dict[str, Any]]:
+    parameters: list[dict[str, Any]] = [
+        {"name": name, "in": "path", "required": True, "schema": _ref(ref)}
+        for name, ref in route.get("params", {}).items()
+    ]
+    for name, query in route.get("query", {}).items():
+        schema: dict[str, Any] = _ref(query["schema"])
+        if "default" in query:
+            schema = {"allOf": [schema], "default": query["default"]}
+        parameters.append(
+            {"name": name, "in": "query", "required": query["required"], "schema": schema}
+        )
+    return parameters
+
+
+def _operation(spec: Spec, route: Mapping[str, Any]) -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "operationId": route["id"],
+        "tags": [route["group"]],
+        "security": SECURITY[route["auth"]],
+        "responses": _responses(spec, route),
+    }
+    if "why" in route:
+        operation["description"] = route["why"]
+    parameters = _parameters(route)
+    if parameters:
+        operation["parameters"] = parameters
+    if "request" in route:
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": _ref(route["request"])}},
+        }
+    return operation
+
+
+def openapi_document(server_url: str | None = None, spec: Spec | None = None) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of every route of spec/routes.toml."""
+    spec = spec or get_spec()
+    paths: dict[str, dict[str, Any]] = defaultdict(dict)
+    for route in spec.rows("routes", "route"):
+        paths[route["path"]][route["method"].lower()] = _operation(spec, route)
+    try:
+        version = metadata.version("bundle-devkit")
+    except metadata.PackageNotFoundError:
+        version = "0+unknown"
+    document: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {"title": "bundle-devkit development server", "version": version},
+        "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+        "tags": [
+            {"name": g["name"], "description": g["title"]} for g in spec.rows("routes", "group")
+        ],
+        "paths": dict(paths),
+        "components": {
+            "schemas": components(),
+            "securitySchemes": {
+                "session": {"type": "apiKey", "in": "header", "name": "x-bundle-session"},
+                "receiptToken": {"type": "http", "scheme": "bearer"},
+            },
+        },
+    }
+    if server_url is not None:
+        document["servers"] = [{"url": server_url}]
+    return document
