@@ -56,6 +56,14 @@ class Spec:
         result: PVector[Any] = self.tables[table][key]
         return result
 
+    def limit(self, limit_id: str) -> PMap[str, Any]:
+        """One row of limits.toml by id, e.g. `spec.limit("trace-retention")["maximum"]`."""
+        for row in self.rows("limits", "limit"):
+            if row["id"] == limit_id:
+                found: PMap[str, Any] = row
+                return found
+        raise KeyError(f"no limit {limit_id!r} in limits.toml")
+
     def all_rows(self) -> Iterator[tuple[str, str, int, Any]]:
         """Every row of every array-of-tables: (table, key, index, row)."""
         for table, data in self.tables.items():
