@@ -1,0 +1,69 @@
+"""The browser-route guard, in DESIGN.md's order, as pure functions of request headers.
+
+1. Host must be a loopback name or literal with the server's own port (DNS-rebinding guard:
+   a page on evil.example that re-points its name at 127.0.0.1 still sends its own Host).
+2. Origin, when present, must be exactly the server's own origin (the scheme plus the Host
+   just accepted) or a configured workbench dev origin; `null` and other ports are refused.
+3. The foreground session value, from the cookie or the `x-bundle-session` header, compared
+   in constant time on bytes; a non-ASCII or overlong value is a plain 401, never a 500.
+4. A JSON body needs the media type `application/json` itself (parameters allowed), not a
+   substring of it: `text/plain` is how a cross-site form smuggles JSON in.
+
+Each check raises the error class the routes table names for it; the HTTP shell renders it.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable
+
+from bundle_contract._generated.errors import (
+    HostNotAllowed,
+    OriginNotAllowed,
+    SessionRequired,
+    UnsupportedMediaType,
+)
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+SESSION_HEADER = "x-bundle-session"
+# Longer than any token we issue (43 characters of URL-safe base64); refuses absurd values cheaply.
+MAX_SESSION_VALUE = 256
+
+
+def check_host(host: str | None, port: int) -> str:
+    """The accepted Host value; raises HostNotAllowed for anything but loopback:port."""
+    allowed = {f"{name}:{port}" for name in LOOPBACK_NAMES}
+    if host is None or host.lower() not in allowed:
+        raise HostNotAllowed("Host must be a loopback address with this server's port")
+    return host.lower()
+
+
+def check_origin(origin: str | None, host: str, dev_origins: Iterable[str] = ()) -> None:
+    """Absent Origin passes; present, it must be `http://<host>` or a configured dev origin."""
+    if origin is None:
+        return
+    if origin == f"http://{host}" or origin in tuple(dev_origins):
+        return
+    raise OriginNotAllowed("Origin is not this server's origin", {"origin": origin[:200]})
+
+
+def check_session(presented: str | None, token: str) -> None:
+    """Constant-time comparison of the presented session value with the issued token."""
+    if presented is None or len(presented) > MAX_SESSION_VALUE:
+        raise SessionRequired("a valid foreground session is required")
+    try:
+        given = presented.encode("ascii")
+    except UnicodeEncodeError:
+        raise SessionRequired("a valid foreground session is required") from None
+    if not hmac.compare_digest(given, token.encode("ascii")):
+        raise SessionRequired("a valid foreground session is required")
+
+
+def check_json_media_type(content_type: str | None) -> None:
+    """The body must be declared `application/json` (e.g. with `; charset=utf-8`)."""
+    media_type = (content_type or "").split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise UnsupportedMediaType(
+            "JSON bodies need Content-Type: application/json",
+            {"contentType": (content_type or "")[:100]},
+        )
