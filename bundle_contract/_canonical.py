@@ -175,24 +175,39 @@ _STEPS: Final[Mapping[str, Callable[[Any], Any]]] = {
 _PLAIN_SCALARS: Final = frozenset({str, bool, int, type(None)})
 
 
+@dataclass(frozen=True, slots=True)
+class _Leave:
+    """Marks, on the walk's stack, where the walk leaves a container."""
+
+    ident: int
+
+
 def _json_problem(value: Any) -> str | None:
     """Why `value` is not a JSON value (iteratively: deep or cyclic input cannot crash)."""
-    stack, seen = [value], set()
+    # `on_path` holds the containers between the root and the item: a container met again
+    # there is a cycle; one met again elsewhere is merely shared, which JSON allows.
+    stack: list[Any] = [value]
+    on_path: set[int] = set()
     while stack:
         item = stack.pop()
+        if isinstance(item, _Leave):
+            on_path.discard(item.ident)
+            continue
         if item is None or isinstance(item, bool | str | int):
             continue
         if isinstance(item, float):
             if not math.isfinite(item):
                 return f"{item!r} is not a JSON number"
             continue
-        if id(item) in seen:
+        if id(item) in on_path:
             return "a cyclic structure is not JSON"
         if isinstance(item, list | tuple):
-            seen.add(id(item))
+            on_path.add(id(item))
+            stack.append(_Leave(id(item)))
             stack.extend(item)
         elif isinstance(item, Mapping):
-            seen.add(id(item))
+            on_path.add(id(item))
+            stack.append(_Leave(id(item)))
             for key, member in item.items():
                 if not isinstance(key, str):
                     return f"object key {key!r} is not a string"

@@ -8,10 +8,9 @@ imported on the hook-time path, so it imports nothing beyond the standard librar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 TYPE_CHECKING = False  # see bundle_contract/__init__.py: typing stays off the hook-time path
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any, ClassVar
 
 

@@ -14,11 +14,12 @@ not `Exception`s (KeyboardInterrupt, SystemExit, gevent's GreenletExit) pass thr
 
 `at` is monotonic milliseconds read from the tracer's clock (seconds, `time.monotonic` by
 default), never below 0 and never decreasing across one tracer's events even when the clock
-goes backwards, raises or returns garbage. `durationMs` is the distance from the latest start
-of the same phase that this tracer emitted, present only when there was one.
+goes backwards, raises or returns garbage. `durationMs` is the distance from the start of the
+same phase that this tracer emitted and no finish (or failure) has matched yet: a start is
+matched once, so a second finish without a new start carries no duration.
 
-This module is on the hook-time path: it does not import jsonschema and reads the family list
-from the spec once, on first use.
+Importing this module is light; the family list is read from the spec once, on first use of
+`event_trace_execution`.
 """
 
 from __future__ import annotations
@@ -340,13 +341,16 @@ class EventTracer:
                 }
                 if extra:
                     fields.update(extra)
-                if finish and phase in self._starts:
-                    fields["durationMs"] = at - self._starts[phase]
+                started = self._starts.get(phase) if finish else None
+                if started is not None:
+                    fields["durationMs"] = at - started
                 event: EventTraceEvent = pmap(fields)
                 self._sequence += 1
                 self._last_at = at
                 if start:
                     self._starts[phase] = at
+                elif finish:
+                    self._starts.pop(phase, None)  # a start is matched by one finish only
                 if terminal:
                     self._failed = True
                 observer = self._observer if self._observer is not None else _process_observer

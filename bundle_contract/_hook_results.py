@@ -13,14 +13,13 @@ allowed, deny without reason, updatedInput while denying), rule 4 (stop), the ma
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-
 from bundle_contract._error_bases import HookResultError
 from bundle_contract._generated import errors
 from bundle_contract._generated import hook_results as _compiled
 
 TYPE_CHECKING = False  # see bundle_contract/__init__.py: typing stays off the hook-time path
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
     from typing import Any
 
 # The generated module is untyped straight-line code; these names give it types.
@@ -51,7 +50,7 @@ def validate_hook_result(event: str, result: object) -> dict[str, Any]:
         )
     if result is None:  # rule 1
         return {"outcome": CONTINUE}
-    if type(result) is not dict:
+    if not isinstance(result, dict):
         raise errors.HookResultNotObject(
             f"{event}: a handler returns nothing or an object, not {type(result).__name__}",
             {"event": event, "rule": 5},

@@ -29,6 +29,7 @@ def validate_hook_payload(event: str, payload: Mapping[str, Any]) -> None:
 
 def hook_handler_context(native_event: str, native_input: Mapping[str, Any], target: str) -> Model:
     """The frozen HookHandlerContext a handler receives beside its payload."""
+    native = dict(native_input) if isinstance(native_input, Mapping) else native_input
     return model("HookHandlerContext").from_json(
-        {"nativeEvent": native_event, "nativeInput": dict(native_input), "target": target}
+        {"nativeEvent": native_event, "nativeInput": native, "target": target}
     )

@@ -43,7 +43,8 @@ class Model(PRecord):  # type: ignore[type-arg]
 
     def to_json(self) -> dict[str, Any]:
         """Plain, mutable JSON data (dicts and lists)."""
-        return {key: _thaw(value) for key, value in self.items()}
+        # Sorted: pyrsistent maps iterate in hash order, which differs between processes.
+        return {key: _thaw(self[key]) for key in sorted(self)}
 
     def evolve(self, **changes: Any) -> Self:
         """A copy with `changes` applied, validated as a whole; raises `ModelInvalid`."""
@@ -56,7 +57,7 @@ def _thaw(value: Any) -> Any:
     if isinstance(value, Model):  # before PMap: a model is a PMap too
         return value.to_json()
     if isinstance(value, PMap):
-        return {key: _thaw(member) for key, member in value.items()}
+        return {key: _thaw(value[key]) for key in sorted(value)}
     if isinstance(value, PVector):
         return [_thaw(member) for member in value]
     return value

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
+from bundle_contract._derived import DIALECT
 from bundle_contract._generated.errors import ERRORS
 from bundle_contract._schemas import schema_documents
 from bundle_contract._spec import SCHEMA_BASE, Spec, get_spec
@@ -161,9 +162,9 @@ def _operation(spec: Spec, route: Mapping[str, Any]) -> dict[str, Any]:
     return operation
 
 
-def openapi_document(server_url: str | None = None, spec: Spec | None = None) -> dict[str, Any]:
+def openapi_document(server_url: str | None = None) -> dict[str, Any]:
     """The OpenAPI 3.1 document of every route of spec/routes.toml."""
-    spec = spec or get_spec()
+    spec = get_spec()
     paths: dict[str, dict[str, Any]] = defaultdict(dict)
     for route in spec.rows("routes", "route"):
         paths[route["path"]][route["method"].lower()] = _operation(spec, route)
@@ -174,7 +175,7 @@ def openapi_document(server_url: str | None = None, spec: Spec | None = None) ->
     document: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "bundle-devkit development server", "version": version},
-        "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+        "jsonSchemaDialect": DIALECT,
         "tags": [
             {"name": g["name"], "description": g["title"]} for g in spec.rows("routes", "group")
         ],

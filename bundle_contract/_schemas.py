@@ -7,18 +7,70 @@ the source of readable messages; hot paths use validators compiled from the same
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import SchemaError, ValidationError
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
+from bundle_contract._compile import ecma_pattern
 from bundle_contract._derived import derived_resources
 from bundle_contract._spec import SCHEMA_BASE, Spec, SpecError, get_spec
+
+
+def _matches(pattern: str, text: str) -> bool:
+    return re.search(ecma_pattern(pattern), text) is not None
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _matches(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(
+    validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _matches(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(
+    validator: Any, additional: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    known = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    extras = sorted(
+        (k for k in instance if k not in known and not any(_matches(p, k) for p in patterns)),
+        key=str,
+    )
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif additional is False and extras:
+        yield ValidationError(f"Additional properties are not allowed ({extras!r} unexpected)")
+
+
+# jsonschema searches with Python's `$`, which also matches before a final newline; JSON
+# Schema patterns are ECMA-262, where it does not. The reference validator follows ECMA.
+ReferenceValidator: Any = validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator,
+    {
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+    },
+)
 
 
 @cache
@@ -61,7 +113,7 @@ def registry(spec: Spec | None = None) -> Registry[Any]:
 
 
 @cache
-def reference_validator(ref: str) -> Draft202012Validator:
+def reference_validator(ref: str) -> Any:
     """The jsonschema validator of one resource or `$defs` member, e.g. `"HostSession.json"`."""
     reg = registry()
     uri = schema_uri(ref)
@@ -69,7 +121,7 @@ def reference_validator(ref: str) -> Draft202012Validator:
         reg.resolver().lookup(uri)
     except Unresolvable as exc:
         raise KeyError(f"no schema {ref!r}") from exc
-    return Draft202012Validator({"$ref": uri}, registry=reg)
+    return ReferenceValidator({"$ref": uri}, registry=reg)
 
 
 def unresolved_refs(spec: Spec | None = None) -> list[str]:

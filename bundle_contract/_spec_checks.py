@@ -12,10 +12,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from bundle_contract._derived import limit_schema
 from bundle_contract._spec import Spec, row_label
 
-# Limits of these kinds are stated in JSON Schema (as `Limits.json#/$defs/<id>`).
-SCHEMA_LIMIT_KINDS = frozenset({"integer-range", "pattern", "max-chars", "max-items"})
 GENERATED_SCHEMAS = ("Limits.json", "Vocabulary.json")
 VOCABULARY_DEFS = ("family", "hostKind", "sessionHost", "handlerEvent", "errorCode")
 PATH_PARAM = re.compile(r"\{([A-Za-z][A-Za-z0-9]*)\}")
@@ -49,7 +48,7 @@ def schema_ref_problem(spec: Spec, ref: str) -> str | None:
     """Why a route's schema ref does not resolve, or None when it does."""
     name, _, fragment = ref.partition("#")
     if name == "Limits.json":
-        ids = {r["id"] for r in spec.rows("limits", "limit") if r["kind"] in SCHEMA_LIMIT_KINDS}
+        ids = {r["id"] for r in spec.rows("limits", "limit") if limit_schema(r) is not None}
         wanted = fragment.removeprefix("/$defs/")
         return None if wanted in ids else f"no schema-expressible limit {wanted!r}"
     if name == "Vocabulary.json":

@@ -24,6 +24,8 @@ def compiled_is_valid(ref: str) -> Callable[[Any], bool]:
     """The compiled `is_valid` of one resource or `$defs` member."""
     documents = schema_documents()
     uri = schema_uri(ref)
+    if uri.partition("#")[0] not in documents:
+        raise KeyError(f"no schema {ref!r}")
     validators = compile_validators({"root": {"$ref": uri}}, documents.__getitem__)
     return validators["root"].is_valid
 

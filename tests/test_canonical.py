@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator
 from pyrsistent import PMap, PVector, freeze, thaw
 
 from bundle_contract import _canonical
@@ -30,6 +29,7 @@ from bundle_contract._canonical import (
 from bundle_contract._derived import family_fields
 from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import NativeDecodeFailed, UnknownNativeEvent
+from bundle_contract._schemas import ReferenceValidator
 from bundle_contract._spec import Spec, SpecError, load_spec, spec_root
 
 # (host kind, native event) of every hosts.toml row, read without loading the whole spec so
@@ -625,9 +625,7 @@ def test_the_checker_agrees_with_jsonschema(value: Any) -> None:
     schemas += [d["accepts"] for d in spec.rows("events", "decode")]
     for schema in schemas:
         plain = thaw(schema)
-        assert compile_check(schema, "k")(value) == Draft202012Validator(plain).is_valid(value), (
-            plain
-        )
+        assert compile_check(schema, "k")(value) == ReferenceValidator(plain).is_valid(value), plain
 
 
 # --------------------------------------------------------------------------------------------
@@ -724,3 +722,14 @@ def test_bad_values_raise_only_native_decode_failed(data: st.DataObject) -> None
     else:
         assert set(event.payload) == {name}
         json.dumps(event.to_json(), allow_nan=False)
+
+
+def test_shared_values_are_json_but_cycles_are_not(spec: Spec) -> None:
+    shared = ["ls"]
+    payload = {"session_id": "s", "tool_name": "Bash", "tool_input": {"a": shared, "b": shared}}
+    event = decode_native("host_a", "PreToolUse", payload, spec=spec)
+    assert event.to_json()["payload"]["toolInput"]["value"] == {"a": ["ls"], "b": ["ls"]}
+    cyclic: dict[str, Any] = {}
+    cyclic["self"] = cyclic
+    with pytest.raises(NativeDecodeFailed, match="cyclic"):
+        decode_native("host_a", "PreToolUse", {**payload, "tool_input": cyclic}, spec=spec)

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
@@ -30,6 +29,7 @@ from bundle_contract._compile import (
     compile_validators,
     generate_module,
 )
+from bundle_contract._schemas import ReferenceValidator
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = "https://example.com/schemas/"
@@ -381,7 +381,7 @@ class Guide:
         return st.tuples(head, tail).map(lambda pair: pair[0] + pair[1])
 
 
-def assert_agrees(compiled: CompiledValidator, reference: Draft202012Validator, x: Json) -> None:
+def assert_agrees(compiled: CompiledValidator, reference: Any, x: Json) -> None:
     expected = reference.is_valid(x)
     assert compiled.is_valid(x) is expected, (x, reference.schema)
     error = compiled.first_error(x)
@@ -404,10 +404,10 @@ def test_hand_written_schemas_agree_with_jsonschema(name: str, data: st.DataObje
     assert_agrees(compiled, reference, x)
 
 
-def _prepare() -> dict[str, tuple[CompiledValidator, Draft202012Validator, Guide]]:
+def _prepare() -> dict[str, tuple[CompiledValidator, Any, Guide]]:
     prepared = {}
     for name, (schema, resources) in CASES.items():
-        reference = Draft202012Validator(schema, registry=registry_for(resources))
+        reference = ReferenceValidator(schema, registry=registry_for(resources))
         prepared[name] = (compile_one(schema, resources), reference, Guide(schema, resources))
     return prepared
 
@@ -625,7 +625,7 @@ GENERATED = st.builds(
 @given(schema=GENERATED, data=st.data())
 def test_generated_schemas_agree_with_jsonschema(schema: Json, data: st.DataObject) -> None:
     compiled = compile_one(schema, [])
-    reference = Draft202012Validator(schema, registry=Registry())
+    reference = ReferenceValidator(schema, registry=Registry())
     guide = Guide(schema, [])
     for x in data.draw(st.lists(guide.strategy(), min_size=1, max_size=6), label="instances"):
         assert_agrees(compiled, reference, x)
@@ -763,7 +763,7 @@ def test_shared_definitions_are_generated_once() -> None:
     source = generate_module({"root": ROOT_DOC, "event": EVENT}, retrieve_from([DEFS]))
     # The correlation object is a function (it has loops), defined once for both roots.
     assert source.count("# 'https://example.com/schemas/common/defs.json#/$defs/correlation'") == 2
-    assert source.count("re.compile('^[a-z][a-z0-9-]{2,15}$')") == 1
+    assert source.count("re.compile('^[a-z][a-z0-9-]{2,15}\\\\Z')") == 1
 
 
 def test_module_exposes_named_functions_and_table() -> None:
@@ -819,3 +819,21 @@ def test_no_dependency_at_import_or_run_time(tmp_path: Path) -> None:
         env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": ""},
     )
     assert json.loads(result.stdout) == []
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "matches"),
+    [
+        ("^a$", "a", True),
+        ("^a$", "a\n", False),  # Python's `$` would match here; ECMA-262's does not
+        ("^a[$]", "a$", True),
+        ("^a\\$", "a$", True),
+        ("^(a|b$)", "b\n", False),
+        ("x$|^y", "x\n", False),
+    ],
+)
+def test_patterns_anchor_like_ecma_262(pattern: str, text: str, matches: bool) -> None:
+    schema = {"type": "string", "pattern": pattern}
+    compiled = compile_validators({"p": schema}, lambda uri: {})["p"]
+    assert compiled.is_valid(text) is matches
+    assert ReferenceValidator(schema).is_valid(text) is matches

@@ -258,7 +258,7 @@ def check_trace(events: Sequence[EventTraceEvent], expected: Sequence[tuple[str,
         kind, phase = event["kind"], event["phase"]
         if kind in TIMED_KINDS and phase in starts:
             assert "durationMs" in event, f"{kind} lacks durationMs after {phase} start"
-            assert event["durationMs"] == event["at"] - starts[phase]
+            assert event["durationMs"] == event["at"] - starts.pop(phase)
         else:
             assert "durationMs" not in event, f"{kind} has durationMs without a start"
         if kind in START_KINDS:
@@ -747,3 +747,20 @@ def test_summary_never_raises_and_conforms(error: object) -> None:
     code = getattr(error, "code", None) if not isinstance(error, Hostile) else None
     assert ("code" in document) == (isinstance(code, str) and code != "")
     assert_valid("EventTraceError.json", document)
+
+
+def test_a_start_is_matched_by_one_finish_only() -> None:
+    tracer, recorder = traced(clock=ScriptedClock([1.0, 1.5, 2.0, 3.0, 4.0]))
+    tracer.providers_start()
+    tracer.providers_finish(2)
+    tracer.providers_finish(1)  # no new start: no duration
+    tracer.render_start()
+    tracer.failure("render", ValueError("boom"))
+    kinds = [(e["kind"], e.get("durationMs")) for e in recorder.events]
+    assert kinds == [
+        ("providers.start", None),
+        ("providers.finish", 500.0),
+        ("providers.finish", None),
+        ("render.start", None),
+        ("failure", 1000.0),
+    ]

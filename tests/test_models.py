@@ -129,3 +129,18 @@ def test_project_event_picks_the_payload_by_type() -> None:
 def test_unknown_model() -> None:
     with pytest.raises(KeyError, match="no model 'Nope'"):
         model("Nope")
+
+
+def test_to_json_is_key_sorted() -> None:
+    record = model("HostSession").from_json(session())
+    assert list(record.to_json()) == sorted(session())
+    assert list(record.to_json()["authority"]) == sorted(session()["authority"])
+
+
+def test_unknown_schema_is_a_key_error_on_both_validators() -> None:
+    from bundle_contract._schemas import reference_validator
+    from bundle_contract._validation import compiled_is_valid
+
+    for lookup in (compiled_is_valid, reference_validator):
+        with pytest.raises(KeyError, match=r"Nope\.json"):
+            lookup("Nope.json")

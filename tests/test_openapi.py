@@ -10,13 +10,12 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
 from bundle_contract.__main__ import main
 from bundle_contract._openapi import effective_errors, openapi_document
-from bundle_contract._schemas import reference_validator
+from bundle_contract._schemas import ReferenceValidator, reference_validator
 from bundle_contract._spec import Spec
 
 DOCUMENT = openapi_document()
@@ -62,7 +61,7 @@ def test_every_ref_points_inside_the_document() -> None:
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_components_keep_their_meaning(name: str) -> None:
     registry: Registry[Any] = Registry().with_resource(ROOT, DRAFT202012.create_resource(DOCUMENT))
-    component = Draft202012Validator(
+    component = ReferenceValidator(
         {"$ref": f"{ROOT}#/components/schemas/{name}"}, registry=registry
     )
     original = reference_validator(f"{name}.json")

@@ -24,11 +24,13 @@ Semantics deliberately mirror ``jsonschema.Draft202012Validator`` (the
 reference implementation used by the tests), including its Python-specific
 choices: ``bool`` is never a number, integral floats are integers, ``const``,
 ``enum`` and ``uniqueItems`` distinguish ``True`` from ``1`` but not ``1`` from
-``1.0``, and ``pattern`` uses :func:`re.search`.
+``1.0``, and ``pattern`` uses :func:`re.search`, with ECMA-262's ``$`` (see ``_ecma``;
+the reference validator of :mod:`bundle_contract._schemas` does the same).
 
 Layout of the package (every module but this one is private):
 
 * ``_types``: :class:`CompileError` and the type aliases;
+* ``_ecma``: ECMA-262 anchors for Python's ``re``;
 * ``_keywords``: the supported keywords and checks of schema shape;
 * ``_resources``: resources by URI, ``$ref`` resolution, JSON pointers;
 * ``_runtime``: helper source copied into generated modules;
@@ -41,6 +43,13 @@ Layout of the package (every module but this one is private):
 from __future__ import annotations
 
 from bundle_contract._compile._api import CompiledValidator, compile_validators, generate_module
+from bundle_contract._compile._ecma import ecma_pattern
 from bundle_contract._compile._types import CompileError
 
-__all__ = ["CompileError", "CompiledValidator", "compile_validators", "generate_module"]
+__all__ = [
+    "CompileError",
+    "CompiledValidator",
+    "compile_validators",
+    "ecma_pattern",
+    "generate_module",
+]

@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from bundle_contract._compile._ecma import ecma_pattern
 from bundle_contract._compile._keywords import (
     _TYPE_GROUP,
     _count,
@@ -52,7 +53,7 @@ class _CheckBuilder:
             re.compile(pattern)
         except re.error as exc:
             raise CompileError(f"{where}: invalid regular expression {pattern!r}: {exc}") from exc
-        return self._const("R", f"re.compile({pattern!r}).search")
+        return self._const("R", f"re.compile({ecma_pattern(pattern)!r}).search")
 
     # ---- type, const, enum
 
