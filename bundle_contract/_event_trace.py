@@ -85,10 +85,10 @@ _ELLIPSIS: Final = "\u2026"
 
 @cache
 def event_families() -> frozenset[str]:
-    """The 22 canonical family names of spec/events.toml, read once."""
-    from bundle_contract._spec import get_spec
+    """The 22 canonical family names of spec/events.toml (generated: no spec load here)."""
+    from bundle_contract._generated.vocabulary import FAMILIES
 
-    return frozenset(str(row["name"]) for row in get_spec().rows("events", "family"))
+    return frozenset(FAMILIES)
 
 
 def _new_execution_id() -> str:

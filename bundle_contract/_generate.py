@@ -6,6 +6,7 @@ compilation. `generate --check` (run by the tests) fails when a module is stale.
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -114,9 +115,22 @@ def hook_results_module(spec: Spec) -> str:
     return "\n".join(lines) + "\n"
 
 
+def vocabulary_module(spec: Spec) -> str:
+    """Names a hook wrapper needs without loading the spec: families, hosts, handler events."""
+    families = tuple(row["name"] for row in spec.rows("events", "family"))
+    hosts = tuple(row["kind"] for row in spec.rows("hosts", "host"))
+    events = tuple(row["name"] for row in spec.rows("hooks", "event"))
+    lines = [HEADER]
+    for name, values in (("FAMILIES", families), ("HOST_KINDS", hosts), ("HANDLER_EVENTS", events)):
+        # One item a line with a trailing comma: the form ruff format keeps as it is.
+        lines += [f"{name} = (", *(f"    {json.dumps(v)}," for v in values), ")"]
+    return "\n".join(lines) + "\n"
+
+
 MODULES: dict[str, Callable[[Spec], str]] = {
     "errors.py": errors_module,
     "hook_results.py": hook_results_module,
+    "vocabulary.py": vocabulary_module,
 }
 
 

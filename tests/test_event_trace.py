@@ -764,3 +764,17 @@ def test_a_start_is_matched_by_one_finish_only() -> None:
         ("render.start", None),
         ("failure", 1000.0),
     ]
+
+
+def test_tracing_loads_neither_the_spec_nor_jsonschema() -> None:
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from bundle_contract import create_event_tracer, event_trace_execution\n"
+        "tracer = create_event_tracer(event_trace_execution('stop', 'host_a', 'Stop'))\n"
+        "tracer.handler_start()\n"
+        "print(sorted({'jsonschema', 'referencing', 'tomllib'} & set(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
