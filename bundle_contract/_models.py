@@ -9,6 +9,7 @@ Values are deep-frozen; `to_json()` gives plain data back.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Any, ClassVar, Self
@@ -19,6 +20,9 @@ from bundle_contract._generated.errors import ModelInvalid
 from bundle_contract._schemas import schema_documents, schema_uri
 from bundle_contract._spec import SCHEMA_BASE
 from bundle_contract._validation import compiled_is_valid, validate
+
+# Greenlet- and thread-local under gevent's patching: marks construction from validated data.
+_trusted = threading.local()
 
 
 class Model(PRecord):  # type: ignore[type-arg]
@@ -36,10 +40,15 @@ class Model(PRecord):  # type: ignore[type-arg]
     def _freeze(cls, data: Mapping[str, Any]) -> Self:
         factories = _field_factories(cls)
         values = {key: factories.get(key, freeze)(value) for key, value in data.items()}
+        # The data was validated as a whole by from_json: skip the per-record invariant while
+        # building, instead of thawing and validating every nested record once more.
+        _trusted.depth = getattr(_trusted, "depth", 0) + 1
         try:
             return cls(**values)
         except InvariantException as exc:  # pragma: no cover - from_json validated already
             raise ModelInvalid(f"{cls.__name__}: {exc}") from exc
+        finally:
+            _trusted.depth -= 1
 
     def to_json(self) -> dict[str, Any]:
         """Plain, mutable JSON data (dicts and lists)."""
@@ -152,6 +161,8 @@ def model(name: str) -> type[Model]:
     is_valid = compiled_is_valid(ref)
 
     def invariant(record: Model) -> tuple[bool, str]:
+        if getattr(_trusted, "depth", 0):
+            return True, ""
         return is_valid(record.to_json()), f"{name} no longer conforms to {ref}"
 
     namespace: dict[str, Any] = {
