@@ -101,7 +101,8 @@ def hook_result_schema(spec: Spec, row: Mapping[str, Any]) -> Schema:
     """The returned-object schema of one matrix row; all five rules, stated as JSON Schema."""
     fields = spec.tables["hooks"]["result_fields"]
     kinds = kind_schemas(spec)
-    outcomes = [o for o in fields["outcome"]["values"] if o != "deny" or row["deny"]]
+    denies = fields["outcome"]["denying"]
+    outcomes = [o for o in fields["outcome"]["values"] if o != denies or row["deny"]]
     reason = dict(kinds[fields["reason"]["kind"]])
     if fields["reason"]["non_empty"]:
         reason["minLength"] = 1
@@ -115,7 +116,7 @@ def hook_result_schema(spec: Spec, row: Mapping[str, Any]) -> Schema:
     schema = _object(properties, [])
     if fields["unknown_keys"]["allowed"]:
         del schema["additionalProperties"]
-    denying = {"properties": {"outcome": {"const": "deny"}}, "required": ["outcome"]}
+    denying = {"properties": {"outcome": {"const": denies}}, "required": ["outcome"]}
     if row["deny"]:
         # Rule 3 when denying, rule 2 otherwise.
         schema["if"] = denying

@@ -28,8 +28,9 @@ MATRIX: Mapping[str, tuple[bool, bool, bool]] = _compiled.MATRIX
 OUTCOMES: tuple[str, ...] = _compiled.OUTCOMES
 RESULT_KEYS: tuple[str, ...] = _compiled.RESULT_KEYS
 
-CONTINUE = "continue"
-DENY = "deny"
+CONTINUE: str = _compiled.CONTINUE
+DENY: str = _compiled.DENY
+REFUSED: tuple[str, ...] = _compiled.REFUSED  # outcomes no event admits (rule 4)
 
 
 def validate_hook_result(event: str, result: object) -> dict[str, Any]:
@@ -65,8 +66,8 @@ def diagnose(event: str, result: Mapping[str, Any]) -> HookResultError:
     allows_context, allows_deny, allows_updated_input = MATRIX[event]
     outcome = result.get("outcome", CONTINUE)
     details = {"event": event}
-    if outcome == "stop":
-        return errors.StopOutcome(f"{event}: no event admits outcome 'stop' (rule 4)", details)
+    if outcome in REFUSED:
+        return errors.StopOutcome(f"{event}: no event admits outcome {outcome!r} (rule 4)", details)
     unknown = sorted(str(key) for key in result if key not in RESULT_KEYS)
     if outcome not in OUTCOMES or unknown:
         what = f"unknown keys {unknown}" if unknown else f"unknown outcome {outcome!r}"
