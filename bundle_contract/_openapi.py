@@ -16,15 +16,10 @@ from typing import Any
 from bundle_contract._derived import DIALECT
 from bundle_contract._generated.errors import ERRORS
 from bundle_contract._schemas import schema_documents
-from bundle_contract._spec import SCHEMA_BASE, Spec, get_spec
+from bundle_contract._spec import SCHEMA_BASE, Spec, get_spec, plain
 
 COMPONENTS = "#/components/schemas/"
 MEDIA = {"json": "application/json", "sse": "text/event-stream", "ndjson": "application/x-ndjson"}
-SECURITY: dict[str, list[dict[str, list[str]]]] = {
-    "browser": [{"session": []}],
-    "receipt": [{"receiptToken": []}],
-    "bootstrap": [],
-}
 
 
 def component_ref(ref: str, resource: str) -> str:
@@ -127,6 +122,13 @@ def effective_errors(spec: Spec, route: Mapping[str, Any]) -> list[str]:
     return sorted(set(codes))
 
 
+def _schemes(spec: Spec) -> dict[str, Any]:
+    """Security schemes: the auth classes of routes.toml that carry a credential."""
+    return {
+        a["name"]: plain(a["credential"]) for a in spec.rows("routes", "auth") if "credential" in a
+    }
+
+
 def _parameters(route: Mapping[str, Any]) -> list[dict[str, Any]]:
     parameters: list[dict[str, Any]] = [
         {"name": name, "in": "path", "required": True, "schema": _ref(ref)}
@@ -146,7 +148,7 @@ def _operation(spec: Spec, route: Mapping[str, Any]) -> dict[str, Any]:
     operation: dict[str, Any] = {
         "operationId": route["id"],
         "tags": [route["group"]],
-        "security": SECURITY[route["auth"]],
+        "security": [{route["auth"]: []}] if route["auth"] in _schemes(spec) else [],
         "responses": _responses(spec, route),
     }
     if "why" in route:
@@ -182,10 +184,7 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
         "paths": dict(paths),
         "components": {
             "schemas": components(),
-            "securitySchemes": {
-                "session": {"type": "apiKey", "in": "header", "name": "x-bundle-session"},
-                "receiptToken": {"type": "http", "scheme": "bearer"},
-            },
+            "securitySchemes": _schemes(spec),
         },
     }
     if server_url is not None:

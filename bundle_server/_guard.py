@@ -25,7 +25,6 @@ from bundle_contract._generated.errors import (
 )
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-SESSION_HEADER = "x-bundle-session"
 # Longer than any token we issue (43 characters of URL-safe base64); refuses absurd values cheaply.
 MAX_SESSION_VALUE = 256
 

@@ -75,7 +75,12 @@ def test_error_responses_follow_the_tables(spec: Spec) -> None:
     assert "BX2001" in create["401"]["description"]  # the browser guard
     assert "AB8261" in create["400"]["description"]  # the session body checks use AB8261
     receipts = DOCUMENT["paths"]["/api/trace/receipts"]["post"]
-    assert receipts["security"] == [{"receiptToken": []}]
+    assert receipts["security"] == [{"receipt": []}]
+    assert DOCUMENT["components"]["securitySchemes"]["receipt"] == {
+        "type": "http",
+        "scheme": "bearer",
+    }
+    assert DOCUMENT["paths"]["/"]["get"]["security"] == []
     assert "BX2006" in receipts["responses"]["403"]["description"]
     trace = spec.rows("routes", "route")[
         [r["id"] for r in spec.rows("routes", "route")].index("trace.replay")
