@@ -778,3 +778,14 @@ def test_tracing_loads_neither_the_spec_nor_jsonschema() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_tracer_vocabulary_is_the_schema() -> None:
+    # The tracer's Literal types need static values; this holds them equal to the schema.
+    from bundle_contract import _event_trace
+    from bundle_contract._schemas import schema_documents
+
+    defs = schema_documents()["https://bundle-devkit.dev/schema/EventTraceEvent.json"]["$defs"]
+    assert tuple(defs["handlerOutcome"]["properties"]["outcome"]["enum"]) == _event_trace.OUTCOMES
+    assert tuple(defs["executeStart"]["properties"]["runtime"]["enum"]) == _event_trace.RUNTIMES
+    assert tuple(defs["failure"]["properties"]["phase"]["enum"]) == _event_trace.PHASES
