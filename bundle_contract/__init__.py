@@ -54,6 +54,17 @@ _EXPORTS = {
     "resolve_config": "_config",
     "project_event": "_project",
     "openapi_document": "_openapi",
+    "assemble_artifact_manifest": "_manifest",
+    "hook_wrapper_diagnostics": "_manifest",
+    "inspect_artifact": "_manifest",
+    "parse_artifact_manifest": "_manifest",
+    "read_artifact_manifest": "_manifest",
+    "require_plugin_manifest": "_manifest",
+    "resolve_path_tokens": "_manifest",
+    "runtime_dependency_diagnostics": "_manifest",
+    "serialize_artifact_manifest": "_manifest",
+    "stdio_server_entries": "_manifest",
+    "validate_artifact_manifest_schema": "_manifest",
     "StateMachine": "_states",
     "state_machine": "_states",
 }
@@ -101,6 +112,19 @@ if TYPE_CHECKING:  # the same names, for type checkers; a test holds both lists 
     from bundle_contract._generated.errors import ERRORS
     from bundle_contract._hook_results import validate_hook_result
     from bundle_contract._hooks import handler_events, hook_handler_context, validate_hook_payload
+    from bundle_contract._manifest import (
+        assemble_artifact_manifest,
+        hook_wrapper_diagnostics,
+        inspect_artifact,
+        parse_artifact_manifest,
+        read_artifact_manifest,
+        require_plugin_manifest,
+        resolve_path_tokens,
+        runtime_dependency_diagnostics,
+        serialize_artifact_manifest,
+        stdio_server_entries,
+        validate_artifact_manifest_schema,
+    )
     from bundle_contract._models import Model, model
     from bundle_contract._openapi import openapi_document
     from bundle_contract._project import project_event

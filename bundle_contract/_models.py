@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Any, ClassVar, Self
 
-from pyrsistent import InvariantException, PMap, PRecord, PVector, field, freeze
+from pyrsistent import InvariantException, PMap, PRecord, PVector, field, freeze, pvector
 
 from bundle_contract._generated.errors import ModelInvalid
 from bundle_contract._schemas import schema_documents, schema_uri
@@ -38,13 +38,12 @@ class Model(PRecord):  # type: ignore[type-arg]
 
     @classmethod
     def _freeze(cls, data: Mapping[str, Any]) -> Self:
-        factories = _field_factories(cls)
-        values = {key: factories.get(key, freeze)(value) for key, value in data.items()}
         # The data was validated as a whole by from_json: skip the per-record invariant while
         # building, instead of thawing and validating every nested record once more.
         _trusted.depth = getattr(_trusted, "depth", 0) + 1
         try:
-            return cls(**values)
+            # PRecord applies each field's factory (freeze, or a nested model) as it sets it.
+            return cls(**data)
         except InvariantException as exc:  # pragma: no cover - from_json validated already
             raise ModelInvalid(f"{cls.__name__}: {exc}") from exc
         finally:
@@ -70,10 +69,6 @@ def _thaw(value: Any) -> Any:
     if isinstance(value, PVector):
         return [_thaw(member) for member in value]
     return value
-
-
-def _field_factories(cls: type[Model]) -> dict[str, Any]:
-    return {name: f.factory for name, f in cls._precord_fields.items()}
 
 
 def _target(document: Mapping[str, Any], ref: str) -> tuple[Mapping[str, Any], Any]:
@@ -127,7 +122,8 @@ def _nested_factory(schema: Mapping[str, Any] | bool) -> Any:
     if schema.get("type") == "array" and isinstance(items, Mapping):
         inner = _nested_factory(items)
         if inner is not freeze:
-            return lambda value: freeze([inner(v) for v in value])
+            # pvector, not freeze: freeze would turn the nested models back into plain maps.
+            return lambda value: pvector(inner(v) for v in value)
     return freeze
 
 

@@ -343,6 +343,79 @@ class TransitionNotAllowed(ContractError):
     http_status: ClassVar[int] = 409
 
 
+class ManifestVersionUnsupported(ContractError):
+    """An artifact manifest whose manifestVersion is not 6."""
+
+    code: ClassVar[str] = "BX4601"
+    http_status: ClassVar[int] = 422
+
+
+class ManifestInvalid(ContractError):
+    """An artifact manifest that is not UTF-8 JSON, is too large, or does not conform to
+    ArtifactManifest.json.
+    """
+
+    code: ClassVar[str] = "BX4602"
+    http_status: ClassVar[int] = 422
+
+
+class ManifestPathUnsafe(ContractError):
+    """A manifest path that is absolute, holds a backslash or a drive letter, or has '.', '..'
+    or empty segments.
+    """
+
+    code: ClassVar[str] = "BX4603"
+    http_status: ClassVar[int] = 422
+
+
+class ManifestDuplicateEntry(ContractError):
+    """Two rows of a manifest set (files, bins, scripts, hooks, mcpServers, routes,
+    projections, payloads) share their key.
+    """
+
+    code: ClassVar[str] = "BX4604"
+    http_status: ClassVar[int] = 422
+
+
+class ManifestReferenceBroken(ContractError):
+    """A hook, bin, script, MCP server launch, route, projection, payload or web entry names a
+    file the manifest does not list.
+    """
+
+    code: ClassVar[str] = "BX4605"
+    http_status: ClassVar[int] = 422
+
+
+class ManifestDigestInvalid(ContractError):
+    """A file row whose sha256 is not 64 lowercase hexadecimal digits."""
+
+    code: ClassVar[str] = "BX4606"
+    http_status: ClassVar[int] = 422
+
+
+class ManifestRuntimeFloorInvalid(ContractError):
+    """A runtime.node floor that is not major.minor[.patch]."""
+
+    code: ClassVar[str] = "BX4607"
+    http_status: ClassVar[int] = 422
+
+
+class ArtifactFileUnusable(ContractError):
+    """Assembling a manifest from a file that is missing, not a regular file, or a symlink
+    leading outside the artifact root.
+    """
+
+    code: ClassVar[str] = "BX4608"
+    http_status: ClassVar[int] = 422
+
+
+class PathTokenUnknown(ContractError):
+    """A bundle:path: token other than plugin-data, plugin-root or workspace-root."""
+
+    code: ClassVar[str] = "BX4609"
+    http_status: ClassVar[int] = 422
+
+
 ERRORS: dict[str, type[ContractError]] = {
     "AB8256": InvocationAlreadyFinal,
     "AB8022": BindingClosed,
@@ -387,10 +460,20 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX4401": ModelInvalid,
     "BX4402": ConfigInvalid,
     "BX4403": TransitionNotAllowed,
+    "BX4601": ManifestVersionUnsupported,
+    "BX4602": ManifestInvalid,
+    "BX4603": ManifestPathUnsafe,
+    "BX4604": ManifestDuplicateEntry,
+    "BX4605": ManifestReferenceBroken,
+    "BX4606": ManifestDigestInvalid,
+    "BX4607": ManifestRuntimeFloorInvalid,
+    "BX4608": ArtifactFileUnusable,
+    "BX4609": PathTokenUnknown,
 }
 
 __all__ = [
     "ERRORS",
+    "ArtifactFileUnusable",
     "BindingClosed",
     "ConfigInvalid",
     "CursorAhead",
@@ -407,10 +490,18 @@ __all__ = [
     "InvalidRequest",
     "InvocationAlreadyFinal",
     "MalformedSessionRequest",
+    "ManifestDigestInvalid",
+    "ManifestDuplicateEntry",
+    "ManifestInvalid",
+    "ManifestPathUnsafe",
+    "ManifestReferenceBroken",
+    "ManifestRuntimeFloorInvalid",
+    "ManifestVersionUnsupported",
     "MethodNotAllowed",
     "ModelInvalid",
     "NativeDecodeFailed",
     "OriginNotAllowed",
+    "PathTokenUnknown",
     "PayloadTooLarge",
     "ProjectionWithoutPluginManifest",
     "PtyUnavailable",

@@ -1,0 +1,85 @@
+"""Artifact manifest: the full parse + validate + canonical serialize vs jsonschema alone.
+
+    python bench/bench_manifest.py [--rows N] [--repeat R]
+
+Builds one manifest with N file rows (10,000 by default) from the library's example, then
+times, in one run and on the same bytes:
+
+- pipeline: `parse_artifact_manifest` (decode, version, paths, digests, floor, schema through
+  the compiled validator, sets, cross-references, model freeze) + `serialize_artifact_manifest`;
+- jsonschema: `reference_validator("ArtifactManifest.json").is_valid` on the decoded document,
+  i.e. schema validation alone, which does none of the parser's other work.
+
+Prints the median of R repetitions for each and the ratio pipeline / jsonschema.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bundle_contract._manifest import parse_artifact_manifest, serialize_artifact_manifest
+from bundle_contract._manifest._example import example_manifest
+from bundle_contract._schemas import reference_validator
+
+
+def big_manifest(rows: int) -> bytes:
+    data = example_manifest()
+    kinds = ("bundle", "prebuilt", "copy", "generated")
+    for index in range(rows - len(data["files"])):
+        path = f"payloads/ui/chunk-{index // 100:03d}/part-{index:05d}.js"
+        data["files"].append(
+            {
+                "bytes": index * 17,
+                "kind": kinds[index % 4],
+                "path": path,
+                "sha256": hashlib.sha256(path.encode()).hexdigest(),
+            }
+        )
+    data["files"].reverse()  # not in canonical order: the parser has sorting to do
+    return json.dumps(data).encode()
+
+
+def median_seconds(action: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    raw = big_manifest(args.rows)
+    document = json.loads(raw)
+    validator = reference_validator("ArtifactManifest.json")
+    # Warm both paths (validator compilation, model classes) outside the timed runs, and
+    # check they agree that the document is valid before comparing their costs.
+    canonical = serialize_artifact_manifest(parse_artifact_manifest(raw))
+    assert validator.is_valid(document)
+    assert serialize_artifact_manifest(parse_artifact_manifest(canonical)) == canonical
+
+    pipeline = median_seconds(
+        lambda: serialize_artifact_manifest(parse_artifact_manifest(raw)), args.repeat
+    )
+    reference = median_seconds(lambda: validator.is_valid(document), args.repeat)
+    print(f"manifest: {len(document['files'])} file rows, {len(raw) / 1e6:.2f} MB")
+    print(f"parse + validate + canonical serialize  median {pipeline * 1e3:9.1f} ms")
+    print(f"jsonschema validation alone             median {reference * 1e3:9.1f} ms")
+    print(f"ratio pipeline / jsonschema: {pipeline / reference:.2f}")
+
+
+if __name__ == "__main__":
+    main()

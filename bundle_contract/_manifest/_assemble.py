@@ -1,0 +1,75 @@
+"""Assembling a manifest from the files of a built artifact root.
+
+The caller says which files belong to the artifact and of what kind; sizes and digests come
+from the disk, never from the caller, so an assembled manifest describes the bytes it ships.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bundle_contract._generated.errors import ArtifactFileUnusable, ManifestPathUnsafe
+from bundle_contract._manifest._files import file_facts, outside_root
+from bundle_contract._manifest._parse import MANIFEST_VERSION, checked_manifest
+from bundle_contract._manifest._paths import path_problem
+from bundle_contract._models import Model
+
+
+def file_row(root: Path, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A complete file row for `entry` ({path, kind, mode?}) from the file under `root`."""
+    relative = entry["path"]
+    why = path_problem(relative)
+    if why is not None:
+        raise ManifestPathUnsafe(f"file path {relative!r} {why}", {"value": relative})
+    if outside_root(root, relative):
+        raise ArtifactFileUnusable(
+            f"{relative!r} is a symlink leading outside the artifact root {str(root)!r}",
+            {"path": relative, "root": str(root)},
+        )
+    try:
+        facts = file_facts(root / relative)
+    except OSError as exc:
+        raise ArtifactFileUnusable(
+            f"{relative!r} is not a readable regular file under {str(root)!r}: {exc}",
+            {"path": relative, "root": str(root)},
+        ) from exc
+    row: dict[str, Any] = {
+        "bytes": facts.bytes,
+        "kind": entry["kind"],
+        "path": relative,
+        "sha256": facts.sha256,
+    }
+    # Decision: an explicit mode wins; otherwise a mode is recorded only for executable files,
+    # the one permission an installer must restore for bins, scripts and hook wrappers.
+    if "mode" in entry:
+        row["mode"] = entry["mode"]
+    elif facts.executable:
+        row["mode"] = f"{facts.mode:04o}"
+    return row
+
+
+def assemble_artifact_manifest(root: str | Path, parts: Mapping[str, Any]) -> Model:
+    """An ArtifactManifest model for the artifact under `root`.
+
+    `parts` holds every top-level member but `manifestVersion` (always 6); its `files` member
+    lists {path, kind, mode?} entries whose bytes and sha256 are computed from the disk.
+    Raises ArtifactFileUnusable for a missing or irregular file or a symlink leading outside
+    `root`, and the parser's errors for anything else.
+    """
+    root = Path(root)
+    entries: Iterable[Mapping[str, Any]] = parts.get("files", ())
+    data = {key: _plain(value) for key, value in parts.items() if key != "files"}
+    data["files"] = [file_row(root, entry) for entry in entries]
+    data["manifestVersion"] = MANIFEST_VERSION
+    return checked_manifest(data)
+
+
+def _plain(value: Any) -> Any:
+    # A private mutable copy: the parser sorts set arrays in place, never the caller's data.
+    if isinstance(value, Mapping):
+        return {key: _plain(member) for key, member in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return [_plain(member) for member in value]
+    return value
