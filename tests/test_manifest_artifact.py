@@ -189,3 +189,12 @@ def test_cli_as_a_process(root: Path) -> None:
     assert bad.returncode == 1 and b"not UTF-8 JSON" in bad.stdout
     usage = subprocess.run([*command, "validate"], env=env, capture_output=True)
     assert usage.returncode == 2
+
+
+def test_the_shipped_example_artifact_is_whole() -> None:
+    from bundle_contract import inspect_artifact, read_artifact_manifest
+
+    root = Path(__file__).resolve().parent.parent / "examples" / "demo-artifact"
+    assert read_artifact_manifest(root).status == "ok"
+    report = inspect_artifact(root)
+    assert report.ok, report.to_json()
