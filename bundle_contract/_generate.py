@@ -43,9 +43,8 @@ def errors_module(spec: Spec) -> str:
             lines.append("    variants: ClassVar[dict[str, int]] = {")
             lines += [f'        "{v["when"]}": {v["http_status"]},' for v in row["variants"]]
             lines.append("    }")
-        rule = _rule_of(row["condition"])
-        if row["base"] == "HookResultError" and rule is not None:
-            lines.append(f"    rule: ClassVar[int | None] = {rule}")
+        if "rule" in row:
+            lines.append(f"    rule: ClassVar[int | None] = {row['rule']}")
         lines.append("")
     lines += [
         "",
@@ -66,13 +65,6 @@ def _docstring(text: str) -> list[str]:
     if len(wrapped) == 1:
         return [f'    """{wrapped[0]}"""']
     return ['    """' + wrapped[0], *(f"    {line}" for line in wrapped[1:]), '    """']
-
-
-def _rule_of(condition: str) -> int | None:
-    # Conditions of hook-result rows end with "(rule N)"; the class exposes N as `rule`.
-    if condition.endswith(")") and "(rule " in condition:
-        return int(condition.rsplit("(rule ", 1)[1].rstrip(")"))
-    return None
 
 
 def _tidy(lines: list[str]) -> list[str]:

@@ -42,6 +42,8 @@ def check_errors(spec: Spec) -> Iterator[str]:
             yield f"{label}: the AB space is the seeds'; a code of ours uses BX"
         if row["code"].startswith("BX") and not own_code:
             yield f"{label}: a BX code is ours: mark it source = decision or decided = [code]"
+        if "rule" in row and row["rule"] not in {r["id"] for r in spec.rows("hooks", "rule")}:
+            yield f"{label}: no rule {row['rule']} in hooks.toml"
 
 
 def schema_ref_problem(spec: Spec, ref: str) -> str | None:

@@ -89,6 +89,7 @@ def test_decision_without_why_is_refused(spec_copy: Path, edit: Edit) -> None:
         ("states.toml", 'to = "terminated"', 'to = "gone"', r"unknown state 'gone'"),
         ("errors.toml", 'code = "BX1006"', 'code = "AB1006"', r"the AB space is the seeds'"),
         ("errors.toml", 'code = "BX1006"', 'code = "BX1005"', r"duplicate 'BX1005'"),
+        ("errors.toml", "rule = 4", "rule = 9", r"\(code = BX4106\): no rule 9 in hooks.toml"),
     ],
 )  # fmt: skip
 def test_cross_reference_failures_name_the_row(
