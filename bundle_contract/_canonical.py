@@ -35,6 +35,8 @@ import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import Any, Final
 
 from pyrsistent import freeze, pmap
@@ -295,6 +297,20 @@ def _build_index(spec: Spec) -> _Index:
     return pmap(index)
 
 
+@cache
+def hook_time_spec() -> Spec:
+    """A Spec holding only events.toml and hosts.toml, from their generated copy.
+
+    Decoding runs in hook wrappers; this avoids parsing and meta-checking every table (and
+    importing jsonschema) there. The copy was checked when generated and `generate --check`
+    keeps it equal to spec/.
+    """
+    from bundle_contract._generated.canonical_tables import EVENTS, HOSTS
+
+    tables = freeze({"events": EVENTS, "hosts": HOSTS})
+    return Spec(root=Path(__file__).parent, tables=tables, schemas=pmap(), meta=pmap())
+
+
 def _index(spec: Spec) -> _Index:
     """The decode index of `spec`, built on first use and dropped when the Spec is."""
     key = id(spec)
@@ -401,7 +417,7 @@ def decode_native(
     `NativeDecodeFailed` for a payload that is not an object or a value that fails its decode
     step or its field's kind; `details` name the host, native event, field and native key.
     """
-    row = _row(spec if spec is not None else get_spec(), host, native_event)
+    row = _row(spec if spec is not None else hook_time_spec(), host, native_event)
     where = {"host": row.host, "nativeEvent": row.native}
     if not isinstance(payload, Mapping):
         raise NativeDecodeFailed(

@@ -11,7 +11,7 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
-from bundle_contract._spec import Spec, get_spec
+from bundle_contract._spec import Spec, get_spec, plain
 
 GENERATED = Path(__file__).with_name("_generated")
 HEADER = '"""Generated from spec/ by `python -m bundle_contract generate`. Do not edit."""\n'
@@ -122,10 +122,22 @@ def vocabulary_module(spec: Spec) -> str:
     return "\n".join(lines) + "\n"
 
 
+def canonical_tables_module(spec: Spec) -> str:
+    """events.toml and hosts.toml as literals: decoding native payloads at hook time needs
+    them, and parsing and checking the whole spec there would cost half a second."""
+    lines = [
+        HEADER,
+        f"EVENTS = {plain(spec.tables['events'])!r}",
+        f"HOSTS = {plain(spec.tables['hosts'])!r}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 MODULES: dict[str, Callable[[Spec], str]] = {
     "errors.py": errors_module,
     "hook_results.py": hook_results_module,
     "vocabulary.py": vocabulary_module,
+    "canonical_tables.py": canonical_tables_module,
 }
 
 

@@ -9,7 +9,6 @@ file fails at import time of the first consumer, never later at request time.
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -100,6 +99,8 @@ def row_label(table: str, key: str, index: int, row: Mapping[str, Any]) -> str:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    import tomllib  # here, not at the top: hook-time users of Spec never read TOML
+
     try:
         with path.open("rb") as handle:
             return tomllib.load(handle)
