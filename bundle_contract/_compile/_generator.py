@@ -7,6 +7,7 @@ for function bodies (``_emit*``), boolean expressions for yes/no sub-questions
 
 from __future__ import annotations
 
+import json
 import re
 from collections import deque
 from collections.abc import Mapping
@@ -43,6 +44,7 @@ class _Generator(_CheckBuilder):
         super().__init__()
         self._resources = _Resources(retrieve)
         self._functions: dict[tuple[str, str, _Mode], str] = {}
+        self._by_content: dict[tuple[str, str, str, _Mode], str] = {}
         self._queue: deque[tuple[str, _Mode, _Loc, Any]] = deque()
         self._sources: list[str] = []
 
@@ -94,9 +96,15 @@ class _Generator(_CheckBuilder):
         key = (loc.key, loc.pointer, mode)
         name = self._functions.get(key)
         if name is None:
-            name = preferred or f"_{mode[0]}{len(self._functions)}"
+            # Equal subschemas under the same resource and base URI validate alike (their refs
+            # resolve alike), so they share one function: e.g. two identical `$defs` members.
+            same = (loc.key, loc.base, json.dumps(schema, sort_keys=True), mode)
+            name = None if preferred else self._by_content.get(same)
+            if name is None:
+                name = preferred or f"_{mode[0]}{len(self._functions)}"
+                self._by_content.setdefault(same, name)
+                self._queue.append((name, mode, loc, schema))
             self._functions[key] = name
-            self._queue.append((name, mode, loc, schema))
         return name
 
     def _generate(self, name: str, mode: _Mode, loc: _Loc, schema: Any) -> None:

@@ -117,14 +117,14 @@ def first_error_beforeTool(x):
 
 # '<afterTool>#'
 def is_valid_afterTool(x):
-    if not _v16(x):
+    if not _v12(x):
         return False
     return True
 
 
 # '<afterTool>#'
 def first_error_afterTool(x):
-    r3 = _e17(x)
+    r3 = _e13(x)
     if r3 is not None:
         return r3
     return None
@@ -162,14 +162,14 @@ def first_error_agentStart(x):
 
 # '<agentStop>#'
 def is_valid_agentStop(x):
-    if not _v22(x):
+    if not _v18(x):
         return False
     return True
 
 
 # '<agentStop>#'
 def first_error_agentStop(x):
-    r3 = _e23(x)
+    r3 = _e19(x)
     if r3 is not None:
         return r3
     return None
@@ -267,41 +267,6 @@ def _e15(x):
     return None
 
 
-# 'https://bundle-devkit.dev/schema/HookResults.json#/$defs/afterTool'
-def _v16(x):
-    if not (type(x) is dict or isinstance(x, dict)):
-        return False
-    if not (x.keys() <= _K0):
-        return False
-    if 'outcome' in x:
-        v1 = x['outcome']
-        if ((v1 not in _S1) if type(v1) in _SCALARS else not _in_enum(v1, _L2)):
-            return False
-    if 'additionalContext' in x:
-        v4 = x['additionalContext']
-        if not (type(v4) is str or isinstance(v4, str)):
-            return False
-    return True
-
-
-# 'https://bundle-devkit.dev/schema/HookResults.json#/$defs/afterTool'
-def _e17(x):
-    if not (type(x) is dict or isinstance(x, dict)):
-        return ("", 'expected object, got ' + _tname(x))
-    if 'outcome' in x:
-        v1 = x['outcome']
-        if ((v1 not in _S1) if type(v1) in _SCALARS else not _in_enum(v1, _L2)):
-            return ('/outcome', "must be one of ['continue']")
-    if 'additionalContext' in x:
-        v4 = x['additionalContext']
-        if not (type(v4) is str or isinstance(v4, str)):
-            return ('/additionalContext', 'expected string, got ' + _tname(v4))
-    for k7 in sorted(x):
-        if k7 not in _K0:
-            return ('/' + _esc(k7), 'additional property is not allowed')
-    return None
-
-
 # 'https://bundle-devkit.dev/schema/HookResults.json#/$defs/stop'
 def _v18(x):
     if not (type(x) is dict or isinstance(x, dict)):
@@ -318,7 +283,7 @@ def _v18(x):
             return False
         if len(v4) < 1:
             return False
-    if _v25(x):
+    if _v24(x):
         if (type(x) is dict or isinstance(x, dict)):
             if 'reason' not in x:
                 return False
@@ -347,7 +312,7 @@ def _e19(x):
     for k7 in sorted(x):
         if k7 not in _K6:
             return ('/' + _esc(k7), 'additional property is not allowed')
-    if _v25(x):
+    if _v24(x):
         if (type(x) is dict or isinstance(x, dict)):
             if 'reason' not in x:
                 return ("", "missing required property 'reason'")
@@ -386,87 +351,8 @@ def _e21(x):
     return None
 
 
-# 'https://bundle-devkit.dev/schema/HookResults.json#/$defs/agentStop'
-def _v22(x):
-    if not (type(x) is dict or isinstance(x, dict)):
-        return False
-    if not (x.keys() <= _K6):
-        return False
-    if 'outcome' in x:
-        v1 = x['outcome']
-        if ((v1 not in _S4) if type(v1) in _SCALARS else not _in_enum(v1, _L5)):
-            return False
-    if 'reason' in x:
-        v4 = x['reason']
-        if not (type(v4) is str or isinstance(v4, str)):
-            return False
-        if len(v4) < 1:
-            return False
-    if _v26(x):
-        if (type(x) is dict or isinstance(x, dict)):
-            if 'reason' not in x:
-                return False
-        if not ((type(x) is dict or isinstance(x, dict)) and ('updatedInput' not in x)):
-            return False
-    else:
-        if not ((type(x) is dict or isinstance(x, dict)) and ('reason' not in x)):
-            return False
-    return True
-
-
-# 'https://bundle-devkit.dev/schema/HookResults.json#/$defs/agentStop'
-def _e23(x):
-    if not (type(x) is dict or isinstance(x, dict)):
-        return ("", 'expected object, got ' + _tname(x))
-    if 'outcome' in x:
-        v1 = x['outcome']
-        if ((v1 not in _S4) if type(v1) in _SCALARS else not _in_enum(v1, _L5)):
-            return ('/outcome', "must be one of ['continue', 'deny']")
-    if 'reason' in x:
-        v4 = x['reason']
-        if not (type(v4) is str or isinstance(v4, str)):
-            return ('/reason', 'expected string, got ' + _tname(v4))
-        if len(v4) < 1:
-            return ('/reason', 'shorter than 1 characters')
-    for k7 in sorted(x):
-        if k7 not in _K6:
-            return ('/' + _esc(k7), 'additional property is not allowed')
-    if _v26(x):
-        if (type(x) is dict or isinstance(x, dict)):
-            if 'reason' not in x:
-                return ("", "missing required property 'reason'")
-        if not ((type(x) is dict or isinstance(x, dict)) and ('updatedInput' not in x)):
-            return ("", "must not be valid against the 'not' subschema")
-    else:
-        if not ((type(x) is dict or isinstance(x, dict)) and ('reason' not in x)):
-            return ("", "must not be valid against the 'not' subschema")
-    return None
-
-
 # 'https://bundle-devkit.dev/schema/HookResults.json#/$defs/beforeTool/if'
 def _v24(x):
-    if (type(x) is dict or isinstance(x, dict)):
-        if 'outcome' not in x:
-            return False
-        v1 = x['outcome']
-        if ((v1 != 'deny') if type(v1) in _SCALARS else not _in_enum(v1, _L8)):
-            return False
-    return True
-
-
-# 'https://bundle-devkit.dev/schema/HookResults.json#/$defs/stop/if'
-def _v25(x):
-    if (type(x) is dict or isinstance(x, dict)):
-        if 'outcome' not in x:
-            return False
-        v1 = x['outcome']
-        if ((v1 != 'deny') if type(v1) in _SCALARS else not _in_enum(v1, _L8)):
-            return False
-    return True
-
-
-# 'https://bundle-devkit.dev/schema/HookResults.json#/$defs/agentStop/if'
-def _v26(x):
     if (type(x) is dict or isinstance(x, dict)):
         if 'outcome' not in x:
             return False
