@@ -39,5 +39,18 @@ def test_unknown_attribute() -> None:
 
 
 def test_other_packages_export_nothing_yet() -> None:
-    for name in ("bundle_server", "conformance"):
-        assert importlib.import_module(name).__all__ == []
+    assert importlib.import_module("conformance").__all__ == []
+
+
+def test_bundle_server_exports() -> None:
+    import bundle_server
+
+    assert bundle_server.__all__ == [
+        "BundleApp",
+        "complete_groups",
+        "create_app",
+        "unhandled_routes",
+        "unknown_handlers",
+    ]
+    for name in bundle_server.__all__:
+        assert getattr(bundle_server, name) is not None, name

@@ -120,6 +120,15 @@ class HookWrapperNotUnique(DiagnosticError):
     http_status: ClassVar[int] = 422
 
 
+class InternalError(RequestError):
+    """An unexpected failure inside the server; the body carries no traceback or exception
+    text.
+    """
+
+    code: ClassVar[str] = "BX1000"
+    http_status: ClassVar[int] = 500
+
+
 class RouteNotFound(RequestError):
     """No route matches the path."""
 
@@ -430,6 +439,7 @@ ERRORS: dict[str, type[ContractError]] = {
     "AB4751": RuntimeDependencyNotInstalled,
     "AB7001": ProjectionWithoutPluginManifest,
     "AB6018": HookWrapperNotUnique,
+    "BX1000": InternalError,
     "BX1001": RouteNotFound,
     "BX1002": MethodNotAllowed,
     "BX1003": UnsupportedMediaType,
@@ -486,6 +496,7 @@ __all__ = [
     "HookWrapperNotUnique",
     "HostNotAllowed",
     "HostNotLaunchable",
+    "InternalError",
     "InvalidDevSession",
     "InvalidRequest",
     "InvocationAlreadyFinal",

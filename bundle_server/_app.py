@@ -1,0 +1,175 @@
+"""The WSGI application: routes.toml interpreted by a Werkzeug URL map, one envelope for errors.
+
+Theory of operation (sans-IO-ish: no sockets here; any WSGI server, gevent's in production,
+werkzeug's in tests, runs it):
+
+1. Match the path and method against the map of routes that have a handler. An unknown path
+   is BX1001 (404), a known path with another method BX1002 (405, with `Allow`).
+2. Build the handler's `Call` from the row (`_request`): guard by auth class, path and query
+   parameters, then the JSON body when the row names a `request` schema.
+3. Render the handler's value as JSON (the row's only success status, or the `Reply`'s).
+4. Any `ContractError` becomes its status and envelope; anything else a logged 500 with a
+   generic envelope and no traceback. Every response, errors included, carries the security
+   headers, and never an `Access-Control-Allow-Origin`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from werkzeug import exceptions as http
+from werkzeug.wrappers import Request, Response
+
+import bundle_server._handlers  # noqa: F401  (registers the delivered handlers)
+from bundle_contract._error_bases import ContractError
+from bundle_contract._generated.errors import InternalError, MethodNotAllowed, RouteNotFound
+from bundle_server._request import GUARDED_AUTH, guard, json_body, path_params, query_values
+from bundle_server._routing import (
+    HANDLERS,
+    Call,
+    Handler,
+    Reply,
+    ServerState,
+    build_map,
+    route_rows,
+)
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
+
+    from bundle_server._trace_hub import TraceHub
+
+log = logging.getLogger("bundle_server")
+
+SECURITY_HEADERS = (
+    ("X-Content-Type-Options", "nosniff"),
+    ("Cross-Origin-Resource-Policy", "same-origin"),
+    ("X-Frame-Options", "DENY"),
+    ("Content-Security-Policy", "frame-ancestors 'none'"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cache-Control", "no-store"),
+)
+# errors.toml has no row for an unexpected failure yet: this code is a stopgap until it does.
+INTERNAL_ERROR = InternalError("internal server error").to_envelope()
+
+
+def json_response(status: int, body: Any) -> Response:
+    """A JSON response (no body at all when `body` is None)."""
+    if body is None:
+        return Response(status=status)
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return Response(text.encode("utf-8"), status=status, content_type="application/json")
+
+
+def error_response(error: ContractError, headers: Mapping[str, str] | None = None) -> Response:
+    """The error envelope at the error's status."""
+    response = json_response(error.status, error.to_envelope())
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+class BundleApp:
+    """The development server's WSGI callable; build it with `create_app`."""
+
+    def __init__(
+        self,
+        *,
+        port: int,
+        session_token: str,
+        hub: TraceHub,
+        dev_origins: Iterable[str],
+        handlers: Mapping[str, Handler],
+    ) -> None:
+        self.state = ServerState(port=port, hub=hub)
+        self._token = session_token
+        self._dev_origins = tuple(dev_origins)
+        self._handlers = dict(handlers)
+        self._map = build_map(self._handlers)
+        self._routes = {row["id"]: row for row in route_rows() if row["id"] in self._handlers}
+        unguarded = sorted(r["id"] for r in self._routes.values() if r["auth"] not in GUARDED_AUTH)
+        if unguarded:
+            raise ValueError(f"no guard for the auth class of: {', '.join(unguarded)}")
+
+    @property
+    def mounted(self) -> list[str]:
+        """The route ids this app serves."""
+        return sorted(self._routes)
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterator[bytes]:
+        request = Request(environ)
+        try:
+            response = self.dispatch(request)
+        except ContractError as exc:
+            response = error_response(exc)
+        except Exception:
+            log.exception("unhandled error serving %s %s", request.method, request.path)
+            response = json_response(500, INTERNAL_ERROR)
+        for name, value in SECURITY_HEADERS:
+            response.headers[name] = value
+        response.headers.pop("Access-Control-Allow-Origin", None)
+        result: Iterator[bytes] = iter(response(environ, start_response))
+        return result
+
+    def dispatch(self, request: Request) -> Response:
+        """Route, guard, parse and call the handler; raises ContractError for any refusal."""
+        adapter = self._map.bind("127.0.0.1", url_scheme="http")
+        try:
+            route_id, values = adapter.match(request.path, method=request.method)
+        except http.MethodNotAllowed as exc:
+            allow = ", ".join(sorted(exc.valid_methods or ()))
+            error = MethodNotAllowed(
+                f"{request.method} is not allowed here", {"allow": sorted(exc.valid_methods or ())}
+            )
+            return error_response(error, {"Allow": allow})
+        except http.HTTPException:
+            raise RouteNotFound(
+                "no route matches this path", {"path": request.path[:200]}
+            ) from None
+        route = self._routes[str(route_id)]
+        guard(route, request, self.state.port, self._token, self._dev_origins)
+        call = Call(
+            route=route,
+            state=self.state,
+            request=request,
+            params=path_params(route, values),
+            query=query_values(route, request.args),
+            body=json_body(route, request) if "request" in route else None,
+        )
+        return self.render(route, self._handlers[route["id"]](call))
+
+    @staticmethod
+    def render(route: Mapping[str, Any], result: Any) -> Response:
+        if isinstance(result, Response):
+            return result
+        if isinstance(result, Reply):
+            return json_response(result.status, result.body)
+        statuses = [int(s) for s in route["responses"] if s.startswith("2")]
+        status = statuses[0] if len(statuses) == 1 else 200
+        return json_response(status, None if status == 204 else result)
+
+
+def create_app(
+    *,
+    port: int,
+    session_token: str,
+    hub: TraceHub,
+    dev_origins: Iterable[str] = (),
+    handlers: Mapping[str, Handler] | None = None,
+) -> BundleApp:
+    """The WSGI app of the routes that have a handler (by default every registered one).
+
+    `port` is the port the server listens on: the guard accepts only loopback Hosts with it.
+    Raises ValueError for a handler without a route row or a route whose auth class has no
+    guard yet.
+    """
+    return BundleApp(
+        port=port,
+        session_token=session_token,
+        hub=hub,
+        dev_origins=dev_origins,
+        handlers=HANDLERS if handlers is None else handlers,
+    )

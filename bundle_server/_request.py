@@ -1,0 +1,158 @@
+"""Turning a matched request into a handler's `Call`: guard, path, query, body, per the row.
+
+Theory of operation: every check reads its rule from the route row and raises the error class
+routes.toml names for it; the WSGI shell (`_app`) renders whatever is raised.
+
+- Guard by the route's auth class. Only `browser` is implemented; `create_app` refuses to
+  mount a route of any other class, so no route is ever served unguarded.
+- Path parameters and query values are validated against their schemas; the trace and log
+  cursor (`Cursor.json`) goes through `parse_cursor`, so its errors are the cursor's own.
+- A body needs the JSON media type, is read without going past the route's byte limit (the
+  declared length is refused before any read, a chunked body after limit + 1 bytes), parsed,
+  and validated strictly. A route with `request_error` answers every body fault with that code
+  (as `effective_errors` documents it), using the code's `input-too-large` variant for size.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from werkzeug.wrappers import Request
+from werkzeug.wsgi import get_input_stream
+
+from bundle_contract._error_bases import ContractError
+from bundle_contract._generated.errors import ERRORS, InvalidRequest, PayloadTooLarge
+from bundle_contract._spec import get_spec
+from bundle_contract._validation import validate
+from bundle_server._guard import check_host, check_json_media_type, check_origin, check_session
+from bundle_server._routing import Route, auth_row
+from bundle_server._trace_hub import parse_cursor
+
+GUARDED_AUTH = ("browser",)
+INTEGER = re.compile(r"-?[0-9]{1,20}")
+READ_CHUNK = 65536
+QUERY_PARSERS: dict[str, Callable[[str | None], Any]] = {"Cursor.json": parse_cursor}
+
+
+def request_error(route: Route) -> type[ContractError]:
+    """The error class of malformed input on this route: its `request_error`, else BX1004."""
+    code = route.get("request_error")
+    return ERRORS[code] if code else InvalidRequest
+
+
+def guard(
+    route: Route, request: Request, port: int, session_token: str, dev_origins: Iterable[str]
+) -> None:
+    """The route's auth class, in DESIGN.md's order: Host, Origin, then the session value."""
+    if route["auth"] != "browser":
+        raise ValueError(f"no guard for auth class {route['auth']!r}")
+    host = check_host(request.headers.get("Host"), port)
+    check_origin(request.headers.get("Origin"), host, dev_origins)
+    check_session(credential_value(auth_row("browser")["credential"], request), session_token)
+
+
+def credential_value(credential: Mapping[str, str], request: Request) -> str | None:
+    """The value an auth row's `credential` (an OpenAPI apiKey scheme) says where to find."""
+    where, name = credential["in"], credential["name"]
+    if where == "header":
+        return request.headers.get(name)
+    if where == "cookie":
+        return request.cookies.get(name)
+    return request.args.get(name)
+
+
+def path_params(route: Route, values: Mapping[str, str]) -> dict[str, Any]:
+    """Path values, each validated against the schema its row names."""
+    error = request_error(route)
+    for name, ref in route.get("params", {}).items():
+        validate(ref, values[name], error, parameter=name)
+    return dict(values)
+
+
+def _coerce(raw: str) -> Any:
+    # Query values arrive as text; an integer-looking one is tried as the integer it spells.
+    return int(raw) if INTEGER.fullmatch(raw) else raw
+
+
+def query_values(route: Route, args: Mapping[str, str]) -> dict[str, Any]:
+    """The route's query parameters (others are ignored), parsed and validated."""
+    error = request_error(route)
+    values: dict[str, Any] = {}
+    for name, row in route.get("query", {}).items():
+        raw = args.get(name)
+        parser = QUERY_PARSERS.get(row["schema"])
+        if parser is not None:
+            values[name] = parser(raw)
+        elif raw is None:
+            if row["required"]:
+                raise error(f"query parameter {name!r} is required", {"parameter": name})
+            if "default" in row:
+                values[name] = row["default"]
+        else:
+            value = _coerce(raw)
+            try:
+                validate(row["schema"], value, error, parameter=name)
+            except ContractError:
+                if value == raw:
+                    raise
+                validate(row["schema"], raw, error, parameter=name)
+                value = raw
+            values[name] = value
+    return values
+
+
+def _too_large(route: Route, limit: int) -> ContractError:
+    error = request_error(route)
+    message, details = f"request body above {limit} bytes", {"limit": limit}
+    if error is InvalidRequest:
+        return PayloadTooLarge(message, details)
+    if "input-too-large" in error.variants:
+        return error(message, details, variant="input-too-large")
+    return error(message, details)
+
+
+def read_bounded(route: Route, request: Request) -> bytes:
+    """The raw body, never reading past the route's limit (`body_limit`, else `json-body`)."""
+    limit: int = get_spec().limit(route.get("body_limit", "json-body"))["maximum"]
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise _too_large(route, limit)
+    stream = get_input_stream(request.environ, safe_fallback=True)
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = stream.read(min(READ_CHUNK, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
+        raise _too_large(route, limit)
+    return b"".join(chunks)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def json_body(route: Route, request: Request) -> Any:
+    """The route's JSON body: media type, size, parse, then strict schema validation."""
+    error = request_error(route)
+    try:
+        check_json_media_type(request.headers.get("Content-Type"))
+    except ContractError as exc:
+        if error is InvalidRequest:
+            raise
+        raise error(exc.message, exc.details) from None
+    raw = read_bounded(route, request)
+    try:
+        body = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise error(
+            f"request body is not JSON: {exc}"[:200], {"schema": route["request"]}
+        ) from None
+    validate(route["request"], body, error)
+    return body

@@ -1,0 +1,134 @@
+"""Route rows of spec/routes.toml as a Werkzeug URL map, and the handler registry.
+
+Theory of operation: the server never declares a route. Each row of routes.toml names an id, a
+method and a path (`{name}` placeholders); a handler registers under the route's id with
+`@handler("trace.replay")`. Only routes that have a handler are mounted, so a request for a
+route still without one is a plain 404, never a stub. `unhandled_routes`, `unknown_handlers`
+and `complete_groups` let tests and tools see how much of the table is served.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from werkzeug.routing import Map, Rule
+
+from bundle_contract._spec import get_spec, plain
+
+if TYPE_CHECKING:
+    from werkzeug.wrappers import Request
+
+    from bundle_server._trace_hub import TraceHub
+
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+Route = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What handlers may reach: the server's own port and origin, and the shared services."""
+
+    port: int
+    hub: TraceHub
+
+    @property
+    def server_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One guarded, parsed request, as a handler sees it."""
+
+    route: Route
+    state: ServerState
+    request: Request
+    params: Mapping[str, Any] = field(default_factory=dict)
+    query: Mapping[str, Any] = field(default_factory=dict)
+    body: Any = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A handler's answer when it is not the route's only success status: status and JSON body
+    (`None` for no body)."""
+
+    status: int
+    body: Any = None
+
+
+Handler = Callable[[Call], Any]
+HANDLERS: dict[str, Handler] = {}
+
+
+def handler(route_id: str) -> Callable[[Handler], Handler]:
+    """Register the decorated function as the handler of one route id (exactly once)."""
+
+    def register(function: Handler) -> Handler:
+        if route_id in HANDLERS:
+            raise ValueError(f"route {route_id!r} already has a handler")
+        HANDLERS[route_id] = function
+        return function
+
+    return register
+
+
+def route_rows() -> list[Route]:
+    """Every route row of routes.toml, as plain dicts."""
+    rows: list[Route] = plain(get_spec().rows("routes", "route"))
+    return rows
+
+
+def auth_row(name: str) -> Route:
+    """One auth class of routes.toml by name."""
+    for row in get_spec().rows("routes", "auth"):
+        if row["name"] == name:
+            found: Route = plain(row)
+            return found
+    raise KeyError(f"no auth class {name!r} in routes.toml")
+
+
+def werkzeug_path(path: str) -> str:
+    """`/api/sessions/{sessionId}` -> `/api/sessions/<sessionId>` (one segment, no slash)."""
+    return PLACEHOLDER.sub(r"<\1>", path)
+
+
+def unknown_handlers(handlers: Iterable[str]) -> list[str]:
+    """Handler ids that name no route row: each is a bug (a typo or a removed route)."""
+    known = {route["id"] for route in route_rows()}
+    return sorted(set(handlers) - known)
+
+
+def unhandled_routes(handlers: Iterable[str] | None = None) -> list[str]:
+    """Route ids of routes.toml that have no handler yet (so are not mounted)."""
+    handled = set(HANDLERS if handlers is None else handlers)
+    return sorted(route["id"] for route in route_rows() if route["id"] not in handled)
+
+
+def complete_groups(handlers: Iterable[str] | None = None) -> list[str]:
+    """Route groups every route of which has a handler."""
+    handled = set(HANDLERS if handlers is None else handlers)
+    groups: dict[str, bool] = {}
+    for route in route_rows():
+        groups[route["group"]] = groups.get(route["group"], True) and route["id"] in handled
+    return sorted(name for name, complete in groups.items() if complete)
+
+
+def build_map(handlers: Mapping[str, Handler]) -> Map:
+    """The URL map of the routes that have a handler; the rule endpoint is the route id.
+
+    No slash merging, trailing-slash leniency or redirects: a path matches a row exactly or the
+    app answers 404.
+    """
+    unknown = unknown_handlers(handlers)
+    if unknown:
+        raise ValueError(f"handlers for routes not in routes.toml: {', '.join(unknown)}")
+    rules = [
+        Rule(werkzeug_path(route["path"]), endpoint=route["id"], methods=[route["method"]])
+        for route in route_rows()
+        if route["id"] in handlers
+    ]
+    return Map(rules, strict_slashes=True, merge_slashes=False, redirect_defaults=False)
