@@ -52,7 +52,7 @@ SECURITY_HEADERS = (
     ("Referrer-Policy", "no-referrer"),
     ("Cache-Control", "no-store"),
 )
-# errors.toml has no row for an unexpected failure yet: this code is a stopgap until it does.
+# The envelope of an unexpected failure: a fixed text, never the exception or its traceback.
 INTERNAL_ERROR = InternalError("internal server error").to_envelope()
 
 
