@@ -37,6 +37,8 @@ from typing import Any, Final, Literal
 from pyrsistent import pmap
 from pyrsistent.typing import PMap
 
+from bundle_contract._generated import vocabulary as _vocabulary
+
 __all__ = [
     "MESSAGE_LIMIT",
     "OUTCOMES",
@@ -66,7 +68,7 @@ PHASES: Final[tuple[str, ...]] = ("handler", "execute", "providers", "render")
 OUTCOMES: Final[tuple[str, ...]] = ("render", "continue", "deny")
 RUNTIMES: Final[tuple[str, ...]] = ("shared", "standalone")
 
-MESSAGE_LIMIT: Final = 500
+MESSAGE_LIMIT: Final[int] = _vocabulary.TRACE_ERROR_MESSAGE_MAX  # limit trace-error-message
 """Longest `message` (and `code`) of a summarized error, in characters."""
 
 EventTraceEvent = PMap[str, Any]

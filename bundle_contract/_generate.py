@@ -111,11 +111,13 @@ def hook_results_module(spec: Spec) -> str:
 
 
 def vocabulary_module(spec: Spec) -> str:
-    """Names a hook wrapper needs without loading the spec: families, hosts, handler events."""
+    """What a hook wrapper needs without loading the spec: families, hosts, handler events,
+    and the bound of a summarized error's message."""
     families = tuple(row["name"] for row in spec.rows("events", "family"))
     hosts = tuple(row["kind"] for row in spec.rows("hosts", "host"))
     events = tuple(row["name"] for row in spec.rows("hooks", "event"))
-    lines = [HEADER]
+    message_limit = spec.limit("trace-error-message")["maximum"]
+    lines = [HEADER, f"TRACE_ERROR_MESSAGE_MAX = {message_limit}"]
     for name, values in (("FAMILIES", families), ("HOST_KINDS", hosts), ("HANDLER_EVENTS", events)):
         # One item a line with a trailing comma: the form ruff format keeps as it is.
         lines += [f"{name} = (", *(f"    {json.dumps(v)}," for v in values), ")"]

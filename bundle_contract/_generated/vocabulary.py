@@ -1,5 +1,6 @@
 """Generated from spec/ by `python -m bundle_contract generate`. Do not edit."""
 
+TRACE_ERROR_MESSAGE_MAX = 500
 FAMILIES = (
     "session/start",
     "tool/before",
