@@ -6,14 +6,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from bundle_contract._generated.errors import HookPayloadInvalid, UnknownHandlerEvent
+from bundle_contract._generated.vocabulary import HANDLER_EVENTS
 from bundle_contract._models import Model, model
-from bundle_contract._spec import get_spec
 from bundle_contract._validation import validate
 
 
 def handler_events() -> tuple[str, ...]:
-    """The six handler event names, in table order."""
-    return tuple(event["name"] for event in get_spec().rows("hooks", "event"))
+    """The six handler event names, in table order (generated from hooks.toml)."""
+    return tuple(HANDLER_EVENTS)
 
 
 def validate_hook_payload(event: str, payload: Mapping[str, Any]) -> None:

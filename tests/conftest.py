@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,3 +37,18 @@ def edit(spec_copy: Path) -> Callable[[str, str, str], None]:
         path.write_text(text.replace(old, new, 1), encoding="utf-8")
 
     return apply
+
+
+@pytest.fixture(scope="session")
+def modules_loaded_by() -> Callable[[str], set[str]]:
+    """The modules a fresh interpreter has loaded after running `code`: for import-cost tests."""
+
+    def run(code: str) -> set[str]:
+        script = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
+        out = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True
+        )
+        loaded: list[str] = json.loads(out.stdout.splitlines()[-1])
+        return set(loaded)
+
+    return run

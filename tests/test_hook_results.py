@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -167,14 +166,12 @@ def test_result_is_not_the_callers_object() -> None:
     assert given_result == {"additionalContext": "ctx"}
 
 
-def test_hook_time_import_is_light() -> None:
-    code = (
-        "import sys\n"
+def test_hook_time_import_is_light(modules_loaded_by: Callable[[str], set[str]]) -> None:
+    # The probe's own `import json, sys` loads neither typing nor any of these.
+    loaded = modules_loaded_by(
         "from bundle_contract import validate_hook_result\n"
-        "validate_hook_result('beforeTool', {'outcome': 'deny', 'reason': 'x'})\n"
-        "heavy = {'jsonschema', 'referencing', 'pyrsistent', 'werkzeug', 'gevent', 'tomllib',"
-        " 'typing'}\n"
-        "print(sorted(heavy & set(sys.modules)))\n"
+        "validate_hook_result('beforeTool', {'outcome': 'deny', 'reason': 'x'})"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert "bundle_contract._hook_results" in loaded
+    heavy = {"jsonschema", "referencing", "pyrsistent", "werkzeug", "gevent", "tomllib", "typing"}
+    assert not heavy & loaded
