@@ -17,7 +17,17 @@ from typing import Any
 
 from pyrsistent import PMap, PVector, freeze
 
-TABLES = ("routes", "errors", "limits", "events", "hosts", "hooks", "states", "requirements")
+TABLES = (
+    "routes",
+    "errors",
+    "limits",
+    "events",
+    "hosts",
+    "hooks",
+    "states",
+    "runtime",
+    "requirements",
+)
 SCHEMA_BASE = "https://bundle-devkit.dev/schema/"
 META_BASE = "https://bundle-devkit.dev/meta/"
 
@@ -62,6 +72,22 @@ class Spec:
                 found: PMap[str, Any] = row
                 return found
         raise KeyError(f"no limit {limit_id!r} in limits.toml")
+
+    def file(self, file_id: str) -> PMap[str, Any]:
+        """One file row of runtime.toml by id, e.g. `spec.file("receipt-endpoint")["path"]`."""
+        for row in self.rows("runtime", "file"):
+            if row["id"] == file_id:
+                found: PMap[str, Any] = row
+                return found
+        raise KeyError(f"no file {file_id!r} in runtime.toml")
+
+    def variable(self, role: str) -> str:
+        """The name of the environment variable with this role in runtime.toml."""
+        for row in self.rows("runtime", "variable"):
+            if row["role"] == role:
+                name: str = row["name"]
+                return name
+        raise KeyError(f"no variable with role {role!r} in runtime.toml")
 
     def all_rows(self) -> Iterator[tuple[str, str, int, Any]]:
         """Every row of every array-of-tables: (table, key, index, row)."""

@@ -231,6 +231,16 @@ def check_requirements(spec: Spec) -> Iterator[str]:
     yield from _duplicates(spec, "requirements", "requirement", lambda r: r["id"])
 
 
+def check_runtime(spec: Spec) -> Iterator[str]:
+    yield from _duplicates(spec, "runtime", "file", lambda r: r["id"])
+    yield from _duplicates(spec, "runtime", "variable", lambda r: r["name"])
+    yield from _duplicates(spec, "runtime", "variable", lambda r: r["role"])
+    for index, row in enumerate(spec.rows("runtime", "file")):
+        problem = schema_ref_problem(spec, row["schema"])
+        if problem:
+            yield f"{row_label('runtime', 'file', index, row)}: {problem}"
+
+
 def check_schema_ids(spec: Spec) -> Iterator[str]:
     from bundle_contract._spec import SCHEMA_BASE
 
@@ -249,6 +259,7 @@ CHECKS: tuple[Callable[[Spec], Iterable[str]], ...] = (
     check_hooks,
     check_hosts,
     check_states,
+    check_runtime,
     check_requirements,
     check_schema_ids,
 )

@@ -40,6 +40,7 @@ from bundle_server._routing import (
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
+    from bundle_server._log_hub import LogHub
     from bundle_server._trace_hub import TraceHub
 
 log = logging.getLogger("bundle_server")
@@ -80,12 +81,15 @@ class BundleApp:
         *,
         port: int,
         session_token: str,
+        receipt_token: str,
         hub: TraceHub,
+        logs: LogHub,
         dev_origins: Iterable[str],
         handlers: Mapping[str, Handler],
     ) -> None:
-        self.state = ServerState(port=port, hub=hub)
+        self.state = ServerState(port=port, hub=hub, logs=logs)
         self._token = session_token
+        self._receipt_token = receipt_token
         self._dev_origins = tuple(dev_origins)
         self._handlers = dict(handlers)
         self._map = build_map(self._handlers)
@@ -157,19 +161,27 @@ def create_app(
     port: int,
     session_token: str,
     hub: TraceHub,
+    logs: LogHub | None = None,
+    receipt_token: str | None = None,
     dev_origins: Iterable[str] = (),
     handlers: Mapping[str, Handler] | None = None,
 ) -> BundleApp:
     """The WSGI app of the routes that have a handler (by default every registered one).
 
     `port` is the port the server listens on: the guard accepts only loopback Hosts with it.
-    Raises ValueError for a handler without a route row or a route whose auth class has no
-    guard yet.
+    `session_token` authorizes browser routes, `receipt_token` (a fresh random one when not
+    given) the receipt route. Raises ValueError for a handler without a route row or a route
+    whose auth class has no guard yet.
     """
+    from bundle_server._guard import new_token
+    from bundle_server._log_hub import LogHub
+
     return BundleApp(
         port=port,
         session_token=session_token,
+        receipt_token=receipt_token or new_token(),
         hub=hub,
+        logs=logs or LogHub(),
         dev_origins=dev_origins,
         handlers=HANDLERS if handlers is None else handlers,
     )

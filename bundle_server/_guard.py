@@ -15,6 +15,7 @@ Each check raises the error class the routes table names for it; the HTTP shell 
 from __future__ import annotations
 
 import hmac
+import secrets
 from collections.abc import Iterable
 
 from bundle_contract._generated.errors import (
@@ -27,6 +28,13 @@ from bundle_contract._generated.errors import (
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 # Longer than any token we issue (43 characters of URL-safe base64); refuses absurd values cheaply.
 MAX_SESSION_VALUE = 256
+
+
+def new_token() -> str:
+    """A fresh secret: `session-token-bytes` random bytes, URL-safe base64 without padding."""
+    from bundle_contract._spec import get_spec
+
+    return secrets.token_urlsafe(get_spec().limit("session-token-bytes")["maximum"])
 
 
 def check_host(host: str | None, port: int) -> str:

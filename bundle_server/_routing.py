@@ -21,6 +21,7 @@ from bundle_contract._spec import get_spec, plain
 if TYPE_CHECKING:
     from werkzeug.wrappers import Request
 
+    from bundle_server._log_hub import LogHub
     from bundle_server._trace_hub import TraceHub
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -33,6 +34,7 @@ class ServerState:
 
     port: int
     hub: TraceHub
+    logs: LogHub
 
     @property
     def server_url(self) -> str:
