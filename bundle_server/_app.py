@@ -23,10 +23,21 @@ from typing import TYPE_CHECKING, Any
 from werkzeug import exceptions as http
 from werkzeug.wrappers import Request, Response
 
-import bundle_server._handlers  # noqa: F401  (registers the delivered handlers)
+import bundle_server._handlers
+import bundle_server._workbench  # noqa: F401  (registers the Workbench page handlers)
 from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import InternalError, MethodNotAllowed, RouteNotFound
-from bundle_server._request import GUARDED_AUTH, guard, json_body, path_params, query_values
+from bundle_contract._spec import get_spec
+from bundle_server._request import (
+    GUARDED_AUTH,
+    Secrets,
+    guard,
+    has_body,
+    json_body,
+    path_params,
+    query_values,
+)
+from bundle_server._responses import response_checker
 from bundle_server._routing import (
     HANDLERS,
     Call,
@@ -86,17 +97,21 @@ class BundleApp:
         logs: LogHub,
         dev_origins: Iterable[str],
         handlers: Mapping[str, Handler],
+        keepalive: float | None = None,
     ) -> None:
-        self.state = ServerState(port=port, hub=hub, logs=logs)
-        self._token = session_token
-        self._receipt_token = receipt_token
-        self._dev_origins = tuple(dev_origins)
+        if keepalive is None:
+            keepalive = get_spec().limit("stream-keepalive")["maximum"] / 1000
+        self.state = ServerState(
+            port=port, hub=hub, logs=logs, session_token=session_token, keepalive=keepalive
+        )
+        self._secrets = Secrets(port, session_token, receipt_token, tuple(dev_origins))
         self._handlers = dict(handlers)
         self._map = build_map(self._handlers)
         self._routes = {row["id"]: row for row in route_rows() if row["id"] in self._handlers}
         unguarded = sorted(r["id"] for r in self._routes.values() if r["auth"] not in GUARDED_AUTH)
         if unguarded:
             raise ValueError(f"no guard for the auth class of: {', '.join(unguarded)}")
+        self._check_response = {rid: response_checker(row) for rid, row in self._routes.items()}
 
     @property
     def mounted(self) -> list[str]:
@@ -112,7 +127,14 @@ class BundleApp:
         except Exception:
             log.exception("unhandled error serving %s %s", request.method, request.path)
             response = json_response(500, INTERNAL_ERROR)
+        if response.status_code >= 400 and has_body(request):
+            # The body may be unread (refused by size or type before reading): never let the
+            # server read it as the next request, nor drain megabytes nobody wants.
+            response.headers["Connection"] = "close"
         for name, value in SECURITY_HEADERS:
+            # The page sets a stricter policy of its own (which keeps frame-ancestors 'none').
+            if name == "Content-Security-Policy" and name in response.headers:
+                continue
             response.headers[name] = value
         response.headers.pop("Access-Control-Allow-Origin", None)
         result: Iterator[bytes] = iter(response(environ, start_response))
@@ -134,7 +156,7 @@ class BundleApp:
                 "no route matches this path", {"path": request.path[:200]}
             ) from None
         route = self._routes[str(route_id)]
-        guard(route, request, self.state.port, self._token, self._dev_origins)
+        guard(route, request, self._secrets)
         call = Call(
             route=route,
             state=self.state,
@@ -145,15 +167,19 @@ class BundleApp:
         )
         return self.render(route, self._handlers[route["id"]](call))
 
-    @staticmethod
-    def render(route: Mapping[str, Any], result: Any) -> Response:
+    def render(self, route: Mapping[str, Any], result: Any) -> Response:
+        """The handler's value as a response; JSON bodies are held to the route's schema."""
         if isinstance(result, Response):
             return result
         if isinstance(result, Reply):
-            return json_response(result.status, result.body)
-        statuses = [int(s) for s in route["responses"] if s.startswith("2")]
-        status = statuses[0] if len(statuses) == 1 else 200
-        return json_response(status, None if status == 204 else result)
+            status, body = result.status, result.body
+        else:
+            statuses = [int(s) for s in route["responses"] if s.startswith("2")]
+            status = statuses[0] if len(statuses) == 1 else 200
+            body = None if status == 204 else result
+        # A body the table does not promise is a server bug: refuse it rather than send it.
+        self._check_response[route["id"]](status, body)
+        return json_response(status, body)
 
 
 def create_app(
@@ -165,12 +191,14 @@ def create_app(
     receipt_token: str | None = None,
     dev_origins: Iterable[str] = (),
     handlers: Mapping[str, Handler] | None = None,
+    keepalive: float | None = None,
 ) -> BundleApp:
     """The WSGI app of the routes that have a handler (by default every registered one).
 
     `port` is the port the server listens on: the guard accepts only loopback Hosts with it.
     `session_token` authorizes browser routes, `receipt_token` (a fresh random one when not
-    given) the receipt route. Raises ValueError for a handler without a route row or a route
+    given) the receipt route. `keepalive` overrides the NDJSON keep-alive interval (seconds;
+    `stream-keepalive` by default). Raises ValueError for a handler without a route row or a route
     whose auth class has no guard yet.
     """
     from bundle_server._guard import new_token
@@ -184,4 +212,5 @@ def create_app(
         logs=logs or LogHub(),
         dev_origins=dev_origins,
         handlers=HANDLERS if handlers is None else handlers,
+        keepalive=keepalive,
     )

@@ -6,6 +6,9 @@
    just accepted) or a configured workbench dev origin; `null` and other ports are refused.
 3. The foreground session value, from the cookie or the `x-bundle-session` header, compared
    in constant time on bytes; a non-ASCII or overlong value is a plain 401, never a 500.
+
+The receipt route has its own checks (seed 000 Authentication 2): no Origin at all, a
+loopback peer, and the receipt bearer token, which is a different secret from the session.
 4. A JSON body needs the media type `application/json` itself (parameters allowed), not a
    substring of it: `text/plain` is how a cross-site form smuggles JSON in.
 
@@ -15,12 +18,16 @@ Each check raises the error class the routes table names for it; the HTTP shell 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import secrets
 from collections.abc import Iterable
 
 from bundle_contract._generated.errors import (
     HostNotAllowed,
     OriginNotAllowed,
+    ReceiptOriginRefused,
+    ReceiptPeerNotLoopback,
+    ReceiptTokenInvalid,
     SessionRequired,
     UnsupportedMediaType,
 )
@@ -54,16 +61,46 @@ def check_origin(origin: str | None, host: str, dev_origins: Iterable[str] = ())
     raise OriginNotAllowed("Origin is not this server's origin", {"origin": origin[:200]})
 
 
-def check_session(presented: str | None, token: str) -> None:
-    """Constant-time comparison of the presented session value with the issued token."""
+def same_secret(presented: str | None, token: str) -> bool:
+    """Constant-time equality on bytes; None, overlong or non-ASCII values are simply unequal."""
     if presented is None or len(presented) > MAX_SESSION_VALUE:
-        raise SessionRequired("a valid foreground session is required")
+        return False
     try:
         given = presented.encode("ascii")
     except UnicodeEncodeError:
-        raise SessionRequired("a valid foreground session is required") from None
-    if not hmac.compare_digest(given, token.encode("ascii")):
+        return False
+    return hmac.compare_digest(given, token.encode("ascii"))
+
+
+def check_session(presented: str | None, token: str) -> None:
+    """The presented session value must be the issued token."""
+    if not same_secret(presented, token):
         raise SessionRequired("a valid foreground session is required")
+
+
+def check_no_origin(origin: str | None) -> None:
+    """Receipts come from hook processes, never from a page: any Origin at all is refused."""
+    if origin is not None:
+        raise ReceiptOriginRefused("the receipt route refuses requests with an Origin header")
+
+
+def check_peer(address: str | None) -> None:
+    """The peer must be a loopback address (IPv4 127/8, IPv6 ::1 or its IPv4-mapped form)."""
+    try:
+        peer = ipaddress.ip_address((address or "").split("%", 1)[0])
+    except ValueError:
+        peer = None
+    if isinstance(peer, ipaddress.IPv6Address) and peer.ipv4_mapped is not None:
+        peer = peer.ipv4_mapped
+    if peer is None or not peer.is_loopback:
+        raise ReceiptPeerNotLoopback("receipts are taken from loopback peers only")
+
+
+def check_receipt_token(authorization: str | None, token: str) -> None:
+    """`Authorization: Bearer <receipt token>` (scheme case-insensitive), in constant time."""
+    scheme, _, value = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not same_secret(value.strip(), token):
+        raise ReceiptTokenInvalid("the receipt endpoint's bearer token is required")
 
 
 def check_json_media_type(content_type: str | None) -> None:

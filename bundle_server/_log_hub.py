@@ -58,9 +58,7 @@ class LogHub(SequencedHub):
         self._message_limit = spec.limit("log-message")["maximum"]
         self._allowed = frozenset(context_keys())
 
-    def publish(
-        self, level: str, message: str, context: Mapping[str, Any] | None = None
-    ) -> Record:
+    def publish(self, level: str, message: str, context: Mapping[str, Any] | None = None) -> Record:
         """Publish one record; disallowed or non-string context values are dropped."""
         kept = {
             key: browser_safe(value, self._message_limit)

@@ -3,8 +3,10 @@
 Theory of operation: every check reads its rule from the route row and raises the error class
 routes.toml names for it; the WSGI shell (`_app`) renders whatever is raised.
 
-- Guard by the route's auth class. Only `browser` is implemented; `create_app` refuses to
-  mount a route of any other class, so no route is ever served unguarded.
+- Guard by the route's auth class (`GUARDS`): `browser` (Host, Origin, session header or
+  cookie), `receipt` (Host, no Origin, loopback peer, bearer token) and `bootstrap` (Host
+  only; the Workbench page exchanges `?session=` for the cookie itself). `create_app` refuses
+  to mount a route of any other class, so no route is ever served unguarded.
 - Path parameters and query values are validated against their schemas; the trace and log
   cursor (`Cursor.json`) goes through `parse_cursor`, so its errors are the cursor's own.
 - A body needs the JSON media type, is read without going past the route's byte limit (the
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from werkzeug.wrappers import Request
@@ -27,11 +30,18 @@ from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import ERRORS, InvalidRequest, PayloadTooLarge
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import validate
-from bundle_server._guard import check_host, check_json_media_type, check_origin, check_session
-from bundle_server._routing import Route, auth_row
-from bundle_server._trace_hub import parse_cursor
+from bundle_server._guard import (
+    check_host,
+    check_json_media_type,
+    check_no_origin,
+    check_origin,
+    check_peer,
+    check_receipt_token,
+    check_session,
+)
+from bundle_server._routing import Route, auth_row, session_cookie
+from bundle_server._sequenced import parse_cursor
 
-GUARDED_AUTH = ("browser",)
 INTEGER = re.compile(r"-?[0-9]{1,20}")
 READ_CHUNK = 65536
 QUERY_PARSERS: dict[str, Callable[[str | None], Any]] = {"Cursor.json": parse_cursor}
@@ -43,15 +53,53 @@ def request_error(route: Route) -> type[ContractError]:
     return ERRORS[code] if code else InvalidRequest
 
 
-def guard(
-    route: Route, request: Request, port: int, session_token: str, dev_origins: Iterable[str]
-) -> None:
-    """The route's auth class, in DESIGN.md's order: Host, Origin, then the session value."""
-    if route["auth"] != "browser":
-        raise ValueError(f"no guard for auth class {route['auth']!r}")
-    host = check_host(request.headers.get("Host"), port)
-    check_origin(request.headers.get("Origin"), host, dev_origins)
-    check_session(credential_value(auth_row("browser")["credential"], request), session_token)
+@dataclass(frozen=True)
+class Secrets:
+    """What the guards compare against: the server's port, tokens and trusted dev origins."""
+
+    port: int
+    session_token: str
+    receipt_token: str
+    dev_origins: tuple[str, ...] = ()
+
+
+def browser_guard(request: Request, secrets: Secrets) -> None:
+    """DESIGN.md's order: Host, Origin, then the session value (header, else cookie)."""
+    host = check_host(request.headers.get("Host"), secrets.port)
+    check_origin(request.headers.get("Origin"), host, secrets.dev_origins)
+    presented = credential_value(auth_row("browser")["credential"], request)
+    if presented is None:
+        presented = request.cookies.get(session_cookie(secrets.port))
+    check_session(presented, secrets.session_token)
+
+
+def receipt_guard(request: Request, secrets: Secrets) -> None:
+    """Seed 000 Authentication 2: Host, no Origin at all, a loopback peer, the bearer token.
+
+    The Workbench session (header or cookie) plays no part: only the receipt token counts.
+    """
+    check_host(request.headers.get("Host"), secrets.port)
+    check_no_origin(request.headers.get("Origin"))
+    check_peer(request.remote_addr)
+    check_receipt_token(request.headers.get("Authorization"), secrets.receipt_token)
+
+
+def bootstrap_guard(request: Request, secrets: Secrets) -> None:
+    """The Workbench page: Host only; the handler checks a `?session=` value itself."""
+    check_host(request.headers.get("Host"), secrets.port)
+
+
+GUARDS: dict[str, Callable[[Request, Secrets], None]] = {
+    "browser": browser_guard,
+    "receipt": receipt_guard,
+    "bootstrap": bootstrap_guard,
+}
+GUARDED_AUTH = tuple(GUARDS)
+
+
+def guard(route: Route, request: Request, secrets: Secrets) -> None:
+    """Apply the guard of the route's auth class; raises the class's error on refusal."""
+    GUARDS[route["auth"]](request, secrets)
 
 
 def credential_value(credential: Mapping[str, str], request: Request) -> str | None:
@@ -102,6 +150,13 @@ def query_values(route: Route, args: Mapping[str, str]) -> dict[str, Any]:
                 value = raw
             values[name] = value
     return values
+
+
+def has_body(request: Request) -> bool:
+    """Whether the request declares a body (a length above zero, or chunked)."""
+    declared = request.content_length
+    chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+    return chunked or (declared is not None and declared > 0)
 
 
 def _too_large(route: Route, limit: int) -> ContractError:

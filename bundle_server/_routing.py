@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from werkzeug.routing import Map, Rule
@@ -35,6 +36,11 @@ class ServerState:
     port: int
     hub: TraceHub
     logs: LogHub
+    session_token: str
+    # Seconds between keep-alive frames of NDJSON streams (`stream-keepalive`); a test seam.
+    keepalive: float
+    # Whether a host-session id names a session this server started (AB8266 on receipts).
+    is_host_session: Callable[[str], bool] = lambda _session_id: False
 
     @property
     def server_url(self) -> str:
@@ -84,6 +90,7 @@ def route_rows() -> list[Route]:
     return rows
 
 
+@cache
 def auth_row(name: str) -> Route:
     """One auth class of routes.toml by name."""
     for row in get_spec().rows("routes", "auth"):
@@ -91,6 +98,12 @@ def auth_row(name: str) -> Route:
             found: Route = plain(row)
             return found
     raise KeyError(f"no auth class {name!r} in routes.toml")
+
+
+def session_cookie(port: int) -> str:
+    """The session cookie's name for a server on `port` (the browser auth row's `cookie`)."""
+    name: str = auth_row("browser")["cookie"]
+    return name.replace("{port}", str(port))
 
 
 def werkzeug_path(path: str) -> str:

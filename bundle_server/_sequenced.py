@@ -124,14 +124,19 @@ class SequencedHub:
 
     def _append(self, build: Callable[[int], Record]) -> Record:
         """Build the record numbered latest + 1 and publish it; nothing happens if build raises."""
+        return self._append_all([build])[0]
+
+    def _append_all(self, builds: list[Callable[[int], Record]]) -> list[Record]:
+        """Build consecutive records and publish them together, or none if any build raises."""
         with self._lock:
             if self._closed:
                 raise TraceUnavailable(f"{self.name} closed")
-            record = build(self._latest + 1)
-            self._latest += 1
-            self._records.append(record)
-            self._subscribers = [s for s in self._subscribers if s._offer(record)]
-        return record
+            records = [build(self._latest + 1 + index) for index, build in enumerate(builds)]
+            for record in records:
+                self._latest += 1
+                self._records.append(record)
+                self._subscribers = [s for s in self._subscribers if s._offer(record)]
+        return records
 
     def replay(self, after: int) -> Record:
         """The records after `after` under `items_key`, with `gap` when history was dropped."""

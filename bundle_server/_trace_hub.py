@@ -9,7 +9,7 @@ mid-value. Replay, gaps (`trace.gap`) and subscribers are `SequencedHub`'s.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bundle_contract._generated.errors import ModelInvalid
@@ -26,6 +26,8 @@ from bundle_server._sequenced import (
 __all__ = ["SubscriberLagged", "Subscription", "TraceHub", "parse_cursor"]
 
 Entry = dict[str, Any]
+# The keys `publish` takes as parameters; the rest of an entry dict are its optional keys.
+STATED = frozenset({"source", "kind", "summary", "correlation"})
 
 
 class TraceHub(SequencedHub):
@@ -53,6 +55,31 @@ class TraceHub(SequencedHub):
 
         Raises `ModelInvalid` (nothing published, no sequence used) or `TraceUnavailable`.
         """
+        return self._append(self._numbered(source, kind, summary, correlation, optional))
+
+    def publish_all(self, entries: Sequence[Mapping[str, Any]]) -> list[Entry]:
+        """Publish entries given as `publish` keyword dicts with consecutive sequences, all or
+        none: one that does not conform publishes nothing (a receipt is never half-recorded)."""
+        builds = [
+            self._numbered(
+                e["source"],
+                e["kind"],
+                e["summary"],
+                e.get("correlation"),
+                {k: v for k, v in e.items() if k not in STATED},
+            )
+            for e in entries
+        ]
+        return self._append_all(builds)
+
+    def _numbered(
+        self,
+        source: str,
+        kind: str,
+        summary: str,
+        correlation: Mapping[str, str] | None,
+        optional: Mapping[str, Any],
+    ) -> Callable[[int], Entry]:
         entry: Entry = {
             "id": "",
             "sequence": 1,
@@ -74,7 +101,7 @@ class TraceHub(SequencedHub):
                 raise ModelInvalid("TraceEntry: does not conform")  # pragma: no cover
             return entry
 
-        return self._append(numbered)
+        return numbered
 
     def _bounded(self, details: Any) -> Any:
         try:

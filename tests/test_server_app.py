@@ -1,118 +1,30 @@
-"""The WSGI app over a real loopback socket: routing, guard, bodies, errors, headers, trace.
+"""The WSGI app over a real loopback socket: routing, guard, bodies, errors, headers, replay.
 
-The app runs under werkzeug's threaded `make_server` in a thread of this process (gevent is
-never imported here, so nothing is monkeypatched) and shares its TraceHub with the tests,
-which publish into it directly. Requests go through `http.client` on a real socket.
+See `_live.py` for how the server runs; streams, receipts and the Workbench page have their
+own test modules.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
-import threading
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+from _live import TOKEN, Response, Server, serve
+from werkzeug.wrappers import Response as WerkzeugResponse
 
 from bundle_contract._openapi import openapi_document
 from bundle_contract._schemas import reference_validator
 from bundle_contract._spec import get_spec
 from bundle_server import complete_groups, create_app, unhandled_routes, unknown_handlers
 from bundle_server._app import INTERNAL_ERROR, SECURITY_HEADERS
-from bundle_server._routing import HANDLERS, Call, Handler, Reply
+from bundle_server._routing import HANDLERS, Call, Reply
 from bundle_server._trace_hub import TraceHub
 
-TOKEN = "t" * 43
 RETENTION = 4
-
-
-class QuietHandler(WSGIRequestHandler):
-    def log(self, type: str, message: str, *args: Any) -> None:
-        pass
-
-
-@dataclass
-class Server:
-    port: int
-    hub: TraceHub
-
-    @property
-    def host(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        headers: Mapping[str, str | bytes] | None = None,
-        body: bytes | None = None,
-        *,
-        auth: bool = True,
-        host: str | None = "default",
-    ) -> Response:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        try:
-            conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
-            if host == "default":
-                conn.putheader("Host", self.host)
-            elif host is not None:
-                conn.putheader("Host", host)
-            if auth:
-                conn.putheader("x-bundle-session", TOKEN)
-            for name, value in (headers or {}).items():
-                conn.putheader(name, value)
-            if body is not None and "Content-Length" not in (headers or {}):
-                conn.putheader("Content-Length", str(len(body)))
-            conn.endheaders(body)
-            raw = conn.getresponse()
-            return Response(raw.status, dict(raw.getheaders()), raw.read())
-        finally:
-            conn.close()
-
-    def get(self, path: str, **kwargs: Any) -> Response:
-        return self.request("GET", path, **kwargs)
-
-
-@dataclass
-class Response:
-    status: int
-    headers: dict[str, str]
-    data: bytes
-
-    def json(self) -> Any:
-        assert self.headers["Content-Type"] == "application/json"
-        return json.loads(self.data)
-
-    def code(self) -> str:
-        envelope = self.json()
-        reference_validator("ErrorEnvelope.json").validate(envelope)
-        code: str = envelope["error"]["code"]
-        return code
-
-
-def serve(hub: TraceHub, handlers: Mapping[str, Handler] | None = None) -> Iterator[Server]:
-    server: BaseWSGIServer = make_server(
-        "127.0.0.1", 0, lambda e, s: [], threaded=True, request_handler=QuietHandler
-    )
-    server.app = create_app(
-        port=server.server_port,
-        session_token=TOKEN,
-        hub=hub,
-        dev_origins=("http://localhost:5173",),
-        handlers=handlers,
-    )
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield Server(server.server_port, hub)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+DELIVERED_GROUPS = {"workbench", "trace", "logs", "receipts"}
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +33,14 @@ def live() -> Iterator[Server]:
     yield from serve(TraceHub(retention=RETENTION))
 
 
-def echo(call: Call) -> Reply:
-    return Reply(200, {"params": call.params, "query": call.query, "body": call.body})
+def echo(call: Call) -> WerkzeugResponse:
+    # A raw response: probes report what the pipeline parsed, outside any response schema.
+    body = {"params": call.params, "query": call.query, "body": call.body}
+    return WerkzeugResponse(json.dumps(body), 200, content_type="application/json")
+
+
+def off_contract(call: Call) -> Reply:
+    return Reply(200, {"entries": "not a list"})
 
 
 def boom(call: Call) -> Any:
@@ -142,6 +60,7 @@ def probe() -> Iterator[Server]:
         "invocations.list": echo,
         "invocations.get": echo,
         "runtime.list": boom,
+        "runtime.get": off_contract,
     }
     yield from serve(hub, handlers)
 
@@ -157,27 +76,33 @@ def assert_security_headers(response: Response) -> None:
 
 def test_registry_matches_the_table() -> None:
     assert unknown_handlers(HANDLERS) == []
-    assert set(HANDLERS) == {"workbench.openapi", "trace.replay"}
-    rows = {row["id"] for row in get_spec().rows("routes", "route")}
+    routes = get_spec().rows("routes", "route")
+    delivered = {row["id"] for row in routes if row["group"] in DELIVERED_GROUPS}
+    # Every route of a delivered group has a handler, and nothing else is served (no stubs).
+    assert set(HANDLERS) == delivered
+    rows = {row["id"] for row in routes}
     assert set(unhandled_routes()) == rows - set(HANDLERS)
-    assert complete_groups() == []
+    assert complete_groups() == sorted(DELIVERED_GROUPS)
     groups = {g["name"] for g in get_spec().rows("routes", "group")}
     assert complete_groups(rows) == sorted(groups)
     assert complete_groups(["trace.replay", "trace.stream"]) == ["trace"]
 
 
-def test_create_app_refuses_unknown_and_unguarded_routes() -> None:
+def test_create_app_refuses_unknown_and_unguarded_routes(monkeypatch: pytest.MonkeyPatch) -> None:
     hub = TraceHub()
     with pytest.raises(ValueError, match=r"nope\.route"):
         create_app(port=1, session_token=TOKEN, hub=hub, handlers={"nope.route": echo})
+    # An auth class routes.toml might gain without a guard here must never be served.
+    monkeypatch.setattr("bundle_server._app.GUARDED_AUTH", ("browser", "bootstrap"))
     with pytest.raises(ValueError, match=r"trace\.receipts"):
         create_app(port=1, session_token=TOKEN, hub=hub, handlers={"trace.receipts": echo})
+    monkeypatch.undo()
     assert create_app(port=1, session_token=TOKEN, hub=hub).mounted == sorted(HANDLERS)
 
 
 @pytest.mark.parametrize("auth", [True, False])
 def test_unknown_path_is_404_envelope(live: Server, auth: bool) -> None:
-    for path in ("/nope", "/api/sessions", "/api//trace", "/api/trace/", "/"):
+    for path in ("/nope", "/api/sessions", "/api//trace", "/api/trace/", "/trace/", "/index.html"):
         response = live.get(path, auth=auth)
         assert (response.status, response.code()) == (404, "BX1001"), path
         assert_security_headers(response)
@@ -349,6 +274,17 @@ def test_unexpected_failure_is_a_generic_500(
     assert b"secret-internal-detail" not in response.data
     assert b"Traceback" not in response.data
     assert_security_headers(response)
+
+
+def test_a_body_off_the_contract_is_never_sent(
+    probe: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="bundle_server"):
+        response = probe.get("/api/runtime/runs/rr_0123456789abcdef")
+    assert any("does not conform" in r.getMessage() + str(r.exc_text) for r in caplog.records)
+    assert response.status == 500
+    assert response.json() == INTERNAL_ERROR
+    assert b"not a list" not in response.data
 
 
 # --- bodies, path and query parameters (test handlers) ---

@@ -1,0 +1,168 @@
+"""A live server for black-box tests: the real app on a free loopback port, and a small
+`http.client` helper that controls every header (Host, Origin, session, cookies, bodies).
+
+`serve()` runs the app under werkzeug's threaded server in a thread of this process, sharing
+the hubs with the test, which publishes into them directly. No monkeypatching anywhere.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+
+from bundle_contract._schemas import reference_validator
+from bundle_server import create_app
+from bundle_server._log_hub import LogBridge, LogHub
+from bundle_server._routing import Handler
+from bundle_server._trace_hub import TraceHub
+
+TOKEN = "t" * 43
+RECEIPT_TOKEN = "r" * 43
+DEV_ORIGIN = "http://localhost:5173"
+
+
+class QuietHandler(WSGIRequestHandler):
+    def log(self, type: str, message: str, *args: Any) -> None:
+        pass
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    data: bytes
+
+    def json(self) -> Any:
+        assert self.headers["Content-Type"] == "application/json"
+        return json.loads(self.data)
+
+    def code(self) -> str:
+        envelope = self.json()
+        reference_validator("ErrorEnvelope.json").validate(envelope)
+        code: str = envelope["error"]["code"]
+        return code
+
+
+@dataclass
+class Server:
+    port: int
+    hub: TraceHub
+    logs: LogHub
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def connect(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str | bytes] | None = None,
+        body: bytes | None = None,
+        *,
+        auth: bool = True,
+        host: str | None = "default",
+        timeout: float = 10,
+    ) -> http.client.HTTPConnection:
+        """A connection with the request sent; read it with `getresponse()`."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        if host == "default":
+            conn.putheader("Host", self.host)
+        elif host is not None:
+            conn.putheader("Host", host)
+        if auth:
+            conn.putheader("x-bundle-session", TOKEN)
+        for name, value in (headers or {}).items():
+            conn.putheader(name, value)
+        if body is not None and "Content-Length" not in (headers or {}):
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        return conn
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str | bytes] | None = None,
+        body: bytes | None = None,
+        **kwargs: Any,
+    ) -> Response:
+        conn = self.connect(method, path, headers, body, **kwargs)
+        try:
+            raw = conn.getresponse()
+            return Response(raw.status, dict(raw.getheaders()), raw.read())
+        finally:
+            conn.close()
+
+    def get(self, path: str, **kwargs: Any) -> Response:
+        return self.request("GET", path, **kwargs)
+
+
+class Stream:
+    """An open NDJSON response, read frame by frame with a deadline."""
+
+    def __init__(self, conn: http.client.HTTPConnection) -> None:
+        self.conn = conn
+        self.response = conn.getresponse()
+
+    def frame(self) -> dict[str, Any]:
+        line = self.response.readline()
+        assert line.endswith(b"\n"), f"stream ended: {line!r}"
+        frame: dict[str, Any] = json.loads(line)
+        return frame
+
+    def frames(self, count: int) -> list[dict[str, Any]]:
+        return [self.frame() for _ in range(count)]
+
+    def close(self) -> None:
+        self.response.close()
+        self.conn.close()
+
+
+def serve(
+    hub: TraceHub,
+    handlers: Mapping[str, Handler] | None = None,
+    *,
+    logs: LogHub | None = None,
+    keepalive: float | None = None,
+) -> Iterator[Server]:
+    server: BaseWSGIServer = make_server(
+        "127.0.0.1", 0, lambda e, s: [], threaded=True, request_handler=QuietHandler
+    )
+    logs = logs or LogHub()
+    server.app = create_app(
+        port=server.server_port,
+        session_token=TOKEN,
+        receipt_token=RECEIPT_TOKEN,
+        hub=hub,
+        logs=logs,
+        dev_origins=(DEV_ORIGIN,),
+        handlers=handlers,
+        keepalive=keepalive,
+    )
+    bridge = LogBridge(logs).attach()
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield Server(server.server_port, hub, logs)
+    finally:
+        bridge.detach()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def wait_for(predicate: Any, timeout: float = 5.0) -> None:
+    """Poll `predicate` until true or fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
