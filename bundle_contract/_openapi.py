@@ -9,7 +9,7 @@ NDJSON routes describe one event's or one frame's schema under their media type.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from importlib import metadata
 from typing import Any
 
@@ -112,9 +112,10 @@ def _describe(status: str, response: Mapping[str, Any]) -> str:
 
 
 def effective_errors(spec: Spec, route: Mapping[str, Any]) -> list[str]:
-    """Codes a route can answer with: its own, its auth class's, and the body checks'."""
+    """Codes a route can answer with: its own, every request's, its auth class's, and the body
+    checks'."""
     auth = next(a for a in spec.rows("routes", "auth") if a["name"] == route["auth"])
-    codes = [*route["errors"], *auth["errors"]]
+    codes = [*route["errors"], *spec.tables["routes"]["request"]["errors"], *auth["errors"]]
     if "request" in route:
         codes += [
             route.get("request_error", code) for code in spec.tables["routes"]["body"]["errors"]
@@ -164,12 +165,15 @@ def _operation(spec: Spec, route: Mapping[str, Any]) -> dict[str, Any]:
     return operation
 
 
-def openapi_document(server_url: str | None = None) -> dict[str, Any]:
-    """The OpenAPI 3.1 document of every route of spec/routes.toml."""
+def openapi_document(
+    server_url: str | None = None, route_ids: Collection[str] | None = None
+) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the routes of spec/routes.toml (all, or those named)."""
     spec = get_spec()
     paths: dict[str, dict[str, Any]] = defaultdict(dict)
     for route in spec.rows("routes", "route"):
-        paths[route["path"]][route["method"].lower()] = _operation(spec, route)
+        if route_ids is None or route["id"] in route_ids:
+            paths[route["path"]][route["method"].lower()] = _operation(spec, route)
     try:
         version = metadata.version("bundle-devkit")
     except metadata.PackageNotFoundError:

@@ -81,9 +81,10 @@ def check_routes(spec: Spec) -> Iterator[str]:
         for code in auth["errors"]:
             if code not in codes:
                 yield f"{row_label('routes', 'auth', index, auth)}: unknown code {code}"
-    for code in spec.tables["routes"]["body"]["errors"]:
-        if code not in codes:
-            yield f"routes.toml: body: unknown code {code}"
+    for section in ("request", "body"):
+        for code in spec.tables["routes"][section]["errors"]:
+            if code not in codes:
+                yield f"routes.toml: {section}: unknown code {code}"
     for index, route in enumerate(spec.rows("routes", "route")):
         label = row_label("routes", "route", index, route)
         if route["group"] not in groups:

@@ -101,13 +101,18 @@ class BundleApp:
     ) -> None:
         if keepalive is None:
             keepalive = get_spec().limit("stream-keepalive")["maximum"] / 1000
-        self.state = ServerState(
-            port=port, hub=hub, logs=logs, session_token=session_token, keepalive=keepalive
-        )
-        self._secrets = Secrets(port, session_token, receipt_token, tuple(dev_origins))
         self._handlers = dict(handlers)
         self._map = build_map(self._handlers)
         self._routes = {row["id"]: row for row in route_rows() if row["id"] in self._handlers}
+        self.state = ServerState(
+            port=port,
+            hub=hub,
+            logs=logs,
+            session_token=session_token,
+            keepalive=keepalive,
+            mounted=tuple(sorted(self._routes)),
+        )
+        self._secrets = Secrets(port, session_token, receipt_token, tuple(dev_origins))
         unguarded = sorted(r["id"] for r in self._routes.values() if r["auth"] not in GUARDED_AUTH)
         if unguarded:
             raise ValueError(f"no guard for the auth class of: {', '.join(unguarded)}")

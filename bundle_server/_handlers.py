@@ -22,14 +22,14 @@ log = logging.getLogger("bundle_server.receipts")
 
 @handler("workbench.openapi")
 def openapi(call: Call) -> dict[str, Any]:
-    """The OpenAPI 3.1 description of every route, with this server as its server URL."""
-    return _openapi(call.state.server_url)
+    """The OpenAPI 3.1 description of the routes this server mounts, with its own URL."""
+    return _openapi(call.state.server_url, call.state.mounted)
 
 
 @cache
-def _openapi(server_url: str) -> dict[str, Any]:
+def _openapi(server_url: str, mounted: tuple[str, ...]) -> dict[str, Any]:
     # spec/ is frozen for the life of the process, and so is the document built from it.
-    return openapi_document(server_url=server_url)
+    return openapi_document(server_url=server_url, route_ids=mounted)
 
 
 @handler("trace.replay")

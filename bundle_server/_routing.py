@@ -39,6 +39,8 @@ class ServerState:
     session_token: str
     # Seconds between keep-alive frames of NDJSON streams (`stream-keepalive`); a test seam.
     keepalive: float
+    # The route ids this server mounts (what its OpenAPI document describes).
+    mounted: tuple[str, ...] = ()
     # Whether a host-session id names a session this server started (AB8266 on receipts).
     is_host_session: Callable[[str], bool] = lambda _session_id: False
 

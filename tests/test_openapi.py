@@ -86,6 +86,8 @@ def test_error_responses_follow_the_tables(spec: Spec) -> None:
         [r["id"] for r in spec.rows("routes", "route")].index("trace.replay")
     ]
     assert effective_errors(spec, trace) == [
+        "BX1006",
+        "BX1007",
         "BX2001",
         "BX2002",
         "BX2003",

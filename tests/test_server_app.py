@@ -216,8 +216,12 @@ def test_openapi_is_served(live: Server) -> None:
     response = live.get("/api/openapi.json")
     assert response.status == 200
     assert_security_headers(response)
-    expected = openapi_document(server_url=f"http://127.0.0.1:{live.port}")
+    expected = openapi_document(f"http://127.0.0.1:{live.port}", route_ids=sorted(HANDLERS))
     assert response.json() == json.loads(json.dumps(expected))
+    # It describes what this server serves: the mounted routes, no more.
+    operations = {(m.upper(), p) for p, item in response.json()["paths"].items() for m in item}
+    rows = get_spec().rows("routes", "route")
+    assert operations == {(r["method"], r["path"]) for r in rows if r["id"] in HANDLERS}
     assert live.get("/api/openapi.json", auth=False).status == 401
 
 

@@ -170,3 +170,30 @@ def test_cancelled_subscription_receives_nothing_more() -> None:
     subscription.cancel()
     fill(hub, 2)
     assert subscription.next_batch(timeout=0.01) == []
+
+
+def test_publish_all_is_all_or_nothing() -> None:
+    hub = TraceHub()
+    fill(hub, 1)
+    good = {"source": "hook", "kind": "handler.start", "summary": "ok"}
+    with pytest.raises(ModelInvalid):
+        hub.publish_all([good, {**good, "source": "nowhere"}])
+    assert hub.latest_sequence == 1
+    published = hub.publish_all([good, {**good, "status": "ok", "durationMs": 2}])
+    assert [e["sequence"] for e in published] == [2, 3]
+    assert published[1]["durationMs"] == 2
+
+
+def test_wake_is_called_from_the_publishing_thread_without_blocking() -> None:
+    hub = TraceHub()
+    calls: list[str] = []
+    _, subscription = hub.subscribe(0, wake=lambda: calls.append(threading.current_thread().name))
+    publisher = threading.Thread(target=fill, args=(hub, 3), name="publisher")
+    publisher.start()
+    publisher.join()
+    # One wake per empty-to-non-empty transition: the reader takes everything at once.
+    assert calls == ["publisher"]
+    assert [e["sequence"] for e in subscription.take()] == [1, 2, 3]
+    assert subscription.take() == []
+    fill(hub, 1)
+    assert calls == ["publisher", "MainThread"]

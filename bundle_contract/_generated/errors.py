@@ -171,6 +171,13 @@ class HeadersTooLarge(RequestError):
     http_status: ClassVar[int] = 431
 
 
+class RequestLineTooLong(RequestError):
+    """Request line (method, target and version) above the server's bound."""
+
+    code: ClassVar[str] = "BX1007"
+    http_status: ClassVar[int] = 414
+
+
 class SessionRequired(RequestError):
     """Missing, wrong or malformed foreground session cookie or x-bundle-session value."""
 
@@ -446,6 +453,7 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX1004": InvalidRequest,
     "BX1005": PayloadTooLarge,
     "BX1006": HeadersTooLarge,
+    "BX1007": RequestLineTooLong,
     "BX2001": SessionRequired,
     "BX2002": HostNotAllowed,
     "BX2003": OriginNotAllowed,
@@ -520,6 +528,7 @@ __all__ = [
     "ReceiptOriginRefused",
     "ReceiptPeerNotLoopback",
     "ReceiptTokenInvalid",
+    "RequestLineTooLong",
     "ResultFieldNotAllowed",
     "ResultShapeInvalid",
     "RouteNotFound",
