@@ -12,8 +12,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The development server on the bundled example project; Ctrl-C stops it.
+PROJECT ?= examples
+PORT ?= 0
 run: $(STAMP)
-	$(BIN)/bundle-contract check
+	$(BIN)/bundle-server $(PROJECT) --port $(PORT)
 
 test: lint typecheck unit
 

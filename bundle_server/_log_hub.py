@@ -25,6 +25,7 @@ from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec, plain
 from bundle_contract._validation import validate
 from bundle_server._sequenced import Record, SequencedHub
+from bundle_server._trace_hub import TraceHub
 
 # Seed 000, Raw logs: the keys whose value a trace correlation can be found by, in order.
 LINK_KEYS = ("correlationId", "invocationId", "mcpSessionId")
@@ -88,12 +89,17 @@ class LogBridge(logging.Handler):
     """Publishes the records of the loggers it is attached to into a LogHub.
 
     Attach it to the server's loggers (`attach`); context travels as
-    `log.info("...", extra={"context": {"invocationId": ...}})`.
+    `log.info("...", extra={"context": {"invocationId": ...}})`. Given the trace hub too,
+    warnings and errors also become trace entries of source `log`, correlated by the same
+    context, so the unified trace shows what went wrong next to what was running.
     """
 
-    def __init__(self, hub: LogHub, level: int = logging.INFO) -> None:
+    def __init__(
+        self, hub: LogHub, level: int = logging.INFO, trace: TraceHub | None = None
+    ) -> None:
         super().__init__(level)
         self.hub = hub
+        self.trace = trace
         self._attached: list[logging.Logger] = []
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -105,13 +111,29 @@ class LogBridge(logging.Handler):
                 # The exception's type only: a stack or its message may carry paths or secrets.
                 message += f" ({record.exc_info[0].__name__})"
             context = getattr(record, "context", None)
-            self.hub.publish(
+            published = self.hub.publish(
                 LEVELS.get(record.levelname, "info"),
                 message,
                 context if isinstance(context, Mapping) else None,
             )
+            if self.trace is not None and record.levelno >= logging.WARNING:
+                self._mirror(published)
         except Exception:
             self.handleError(record)
+
+    def _mirror(self, published: Record) -> None:
+        assert self.trace is not None
+        if self.trace.closed:
+            return
+        level = published["level"]
+        self.trace.publish(
+            "log",
+            f"log.{level}",
+            published["message"],
+            published["context"],
+            status="error" if level == "error" else "ok",
+            details={"logSequence": published["sequence"]},
+        )
 
     def attach(self, *names: str) -> LogBridge:
         """Attach to the named loggers (default: bundle_server and bundle_contract)."""

@@ -1,36 +1,29 @@
 """A live server for black-box tests: the real app on a free loopback port, and a small
 `http.client` helper that controls every header (Host, Origin, session, cookies, bodies).
 
-`serve()` runs the app under werkzeug's threaded server in a thread of this process, sharing
-the hubs with the test, which publishes into them directly. No monkeypatching anywhere.
+`serve()` runs the app in the production gevent shell (its own thread and hub, no monkey
+patching), sharing the hubs with the test, which publishes into them directly.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
-
 from bundle_contract._schemas import reference_validator
 from bundle_server import create_app
 from bundle_server._log_hub import LogBridge, LogHub
 from bundle_server._routing import Handler
+from bundle_server._shell import LoopbackShell
 from bundle_server._trace_hub import TraceHub
 
 TOKEN = "t" * 43
 RECEIPT_TOKEN = "r" * 43
 DEV_ORIGIN = "http://localhost:5173"
-
-
-class QuietHandler(WSGIRequestHandler):
-    def log(self, type: str, message: str, *args: Any) -> None:
-        pass
 
 
 @dataclass
@@ -134,12 +127,10 @@ def serve(
     logs: LogHub | None = None,
     keepalive: float | None = None,
 ) -> Iterator[Server]:
-    server: BaseWSGIServer = make_server(
-        "127.0.0.1", 0, lambda e, s: [], threaded=True, request_handler=QuietHandler
-    )
+    shell = LoopbackShell("127.0.0.1", 0)
     logs = logs or LogHub()
-    server.app = create_app(
-        port=server.server_port,
+    app = create_app(
+        port=shell.port,
         session_token=TOKEN,
         receipt_token=RECEIPT_TOKEN,
         hub=hub,
@@ -148,16 +139,13 @@ def serve(
         handlers=handlers,
         keepalive=keepalive,
     )
-    bridge = LogBridge(logs).attach()
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
+    bridge = LogBridge(logs, trace=hub).attach()
+    shell.start(app)
     try:
-        yield Server(server.server_port, hub, logs)
+        yield Server(shell.port, hub, logs)
     finally:
         bridge.detach()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+        shell.stop()
 
 
 def wait_for(predicate: Any, timeout: float = 5.0) -> None:

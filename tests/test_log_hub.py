@@ -10,6 +10,7 @@ import pytest
 from bundle_contract._schemas import reference_validator
 from bundle_contract._spec import get_spec
 from bundle_server._log_hub import LogBridge, LogHub, browser_safe, context_keys
+from bundle_server._trace_hub import TraceHub
 
 LIMIT = get_spec().limit("log-message")["maximum"]
 
@@ -110,3 +111,21 @@ def test_closed_hub_swallows_records_quietly(bridged: LogHub) -> None:
     logging.getLogger("bundle_server.test").info("after close")
     with pytest.raises(Exception, match="closed"):
         bridged.replay(0)
+
+
+def test_warnings_and_errors_are_mirrored_into_the_trace() -> None:
+    logs, trace = LogHub(), TraceHub()
+    bridge = LogBridge(logs, trace=trace).attach()
+    try:
+        log = logging.getLogger("bundle_server.test")
+        log.info("routine")
+        log.warning("slow", extra={"context": {"invocationId": "inv_9", "secret": "x"}})
+        log.error("broke")
+    finally:
+        bridge.detach()
+    assert logs.latest_sequence == 3
+    warn, error = trace.replay(0)["entries"]
+    assert (warn["source"], warn["kind"], warn["status"]) == ("log", "log.warn", "ok")
+    assert warn["correlation"] == {"invocationId": "inv_9"}
+    assert warn["details"] == {"logSequence": 2}
+    assert (error["kind"], error["status"], error["summary"]) == ("log.error", "error", "broke")

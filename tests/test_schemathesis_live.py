@@ -77,6 +77,8 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(
         "20261123",
         "--no-color",
     ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=240, check=False, cwd=tmp_path
+    )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert "Tested:" in result.stdout
