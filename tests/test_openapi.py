@@ -86,6 +86,7 @@ def test_error_responses_follow_the_tables(spec: Spec) -> None:
         [r["id"] for r in spec.rows("routes", "route")].index("trace.replay")
     ]
     assert effective_errors(spec, trace) == [
+        "BX1004",
         "BX1006",
         "BX1007",
         "BX2001",

@@ -1,0 +1,229 @@
+"""`start_dev_server`: the programmatic way to run the development server (seed 001).
+
+Theory of operation: the options are checked against StartOptions.json before anything
+starts. Then, in this order, each step registered for undoing as it succeeds:
+
+1. the trace hub, the raw-log hub and the bridge feeding the server's loggers into it;
+2. a session token and a separate receipt token (`new_token`);
+3. the loopback shell, bound first so the app knows its own port (its Host guard needs it);
+4. the app (`create_app`), served by the shell from its own thread;
+5. the receipt endpoint file, written once the server listens;
+6. one `diagnostic` / `server.started` trace entry, then the browser when `open` is set.
+
+If any step fails, what was done is undone (`close`) and the error propagates: no thread,
+socket or file is left behind. `close()` undoes everything, in reverse, and is idempotent.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import webbrowser
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from bundle_contract._project import utc_timestamp
+from bundle_contract._spec import get_spec
+from bundle_contract._validation import validate
+from bundle_server._app import BundleApp, create_app
+from bundle_server._endpoint_file import (
+    remove_receipt_endpoint,
+    write_receipt_endpoint,
+)
+from bundle_server._guard import new_token
+from bundle_server._log_hub import LogBridge, LogHub
+from bundle_server._shell import LoopbackShell
+from bundle_server._trace_hub import TraceHub
+
+HOST = "127.0.0.1"
+# The route a browser opens first; its query parameter typed SessionToken carries the session.
+WORKBENCH_ROUTE = "workbench.index"
+
+
+def workbench_path(token: str) -> str:
+    """`/?session=TOKEN`, from the Workbench route's row in routes.toml."""
+    for row in get_spec().rows("routes", "route"):
+        if row["id"] == WORKBENCH_ROUTE:
+            names = [n for n, q in row["query"].items() if q["schema"] == "SessionToken.json"]
+            path: str = row["path"]
+            return f"{path}?{urlencode({names[0]: token})}"
+    raise KeyError(f"no route {WORKBENCH_ROUTE!r} in routes.toml")
+
+
+def start_options(
+    root: str | os.PathLike[str],
+    *,
+    port: int,
+    open: bool,
+    agent_api: bool,
+    workbench_dev_origins: Iterable[str],
+    install_hosts: Iterable[str],
+    registry: str | None,
+) -> dict[str, Any]:
+    """The keyword arguments as a StartOptions value (camelCase), validated.
+
+    Raises the ContractError of the first violation (ModelInvalid), ValueError when `root` is
+    not an existing directory or `agent_api` is set.
+    """
+    options: dict[str, Any] = {
+        "root": os.fspath(root) if isinstance(root, str | os.PathLike) else root,
+        "port": port,
+        "open": open,
+        "agentApi": agent_api,
+        "installHosts": list(install_hosts),
+        "workbenchDevOrigins": list(workbench_dev_origins),
+    }
+    if registry is not None:
+        options["registry"] = registry
+    validate("StartOptions.json", options)
+    if not Path(options["root"]).is_dir():
+        raise ValueError(f"project root is not a directory: {options['root']}")
+    if agent_api:
+        # No agent route exists in spec/routes.toml yet; a security-relevant switch that was
+        # asked for and silently ignored would be worse than a refusal.
+        raise ValueError("the agent API is not available in this version")
+    return options
+
+
+class DevServer:
+    """A running development server; build it with `start_dev_server`.
+
+    `url` is the server's origin, `workbench_url` the address to open in a browser (it carries
+    the session token once; the server swaps it for a cookie). Use as a context manager or call
+    `close()`.
+    """
+
+    def __init__(
+        self,
+        options: dict[str, Any],
+        *,
+        header_timeout: float | None = None,
+        opener: Callable[[str], object] | None = None,
+    ) -> None:
+        self.options = options
+        self.project_root = Path(options["root"]).resolve()
+        self.session_token = new_token()
+        self.receipt_token = new_token()
+        self.started_at = utc_timestamp()
+        self.port = 0
+        self.url = ""
+        self.workbench_url = ""
+        self.hub = TraceHub()
+        self.logs = LogHub()
+        self._bridge: LogBridge | None = None
+        self._shell: LoopbackShell | None = None
+        self._app: BundleApp | None = None
+        self._endpoint_written = False
+        self._closed = False
+        self._lock = threading.Lock()
+        try:
+            self._start(header_timeout, opener or webbrowser.open)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, header_timeout: float | None, opener: Callable[[str], object]) -> None:
+        self._bridge = LogBridge(self.logs, trace=self.hub).attach()
+        self._shell = LoopbackShell(HOST, self.options["port"], header_timeout=header_timeout)
+        self.port = self._shell.port
+        self.url = self._shell.url
+        self.workbench_url = self.url + workbench_path(self.session_token)
+        self._app = create_app(
+            port=self.port,
+            session_token=self.session_token,
+            hub=self.hub,
+            logs=self.logs,
+            receipt_token=self.receipt_token,
+            dev_origins=self.options["workbenchDevOrigins"],
+        )
+        self._shell.start(self._app)
+        write_receipt_endpoint(self.project_root, self.url, self.receipt_token)
+        self._endpoint_written = True
+        self.hub.publish(
+            "diagnostic", "server.started", f"development server listening on {self.url}"
+        )
+        if self.options["open"]:
+            opener(self.workbench_url)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def status(self) -> dict[str, Any]:
+        """A DevServerStatus value: state, URL, project, start time, routes and sequences."""
+        status = {
+            "state": "closed" if self._closed else "running",
+            "url": self.url,
+            "projectRoot": str(self.project_root),
+            "startedAt": self.started_at,
+            "routes": self._app.mounted if self._app is not None else [],
+            "traceSequence": self.hub.latest_sequence,
+            "logSequence": self.logs.latest_sequence,
+        }
+        validate("DevServerStatus.json", status)
+        return status
+
+    def close(self) -> None:
+        """Stop serving and release everything; safe to call more than once."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            # The file first, so hook wrappers stop posting to a server that is going away.
+            if self._endpoint_written:
+                remove_receipt_endpoint(self.project_root, self.receipt_token)
+        finally:
+            # The hubs before the shell: closing them ends live streams, so their requests
+            # finish instead of waiting out the shell's grace period.
+            self.hub.close()
+            self.logs.close()
+            try:
+                if self._shell is not None:
+                    self._shell.stop()
+            finally:
+                if self._bridge is not None:
+                    self._bridge.detach()
+
+    def __enter__(self) -> DevServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "running"
+        return f"<DevServer {self.url} {state} {self.project_root}>"
+
+
+def start_dev_server(
+    root: str | os.PathLike[str],
+    *,
+    port: int = 0,
+    open: bool = False,
+    agent_api: bool = False,
+    workbench_dev_origins: Iterable[str] = (),
+    install_hosts: Iterable[str] = (),
+    registry: str | None = None,
+    header_timeout: float | None = None,
+    opener: Callable[[str], object] | None = None,
+) -> DevServer:
+    """Start the development server for the project at `root`; returns once it listens.
+
+    `port` 0 picks a free port. `open` opens the Workbench in a browser (through `opener`,
+    `webbrowser.open` by default). `install_hosts` and `registry` are validated and kept in
+    `DevServer.options` for the development-install feature. `header_timeout` (seconds) and
+    `opener` are test seams outside StartOptions.
+    """
+    options = start_options(
+        root,
+        port=port,
+        open=open,
+        agent_api=agent_api,
+        workbench_dev_origins=workbench_dev_origins,
+        install_hosts=install_hosts,
+        registry=registry,
+    )
+    return DevServer(options, header_timeout=header_timeout, opener=opener)

@@ -1,0 +1,103 @@
+"""`bundle-server [PROJECT_DIR] [--port N] [--open] [--ready-file FILE]`: run the dev server.
+
+Theory of operation: the arguments are checked as StartOptions before anything starts (a
+missing directory or a bad port is a usage error, exit 2, one line on stderr). SIGINT and
+SIGTERM are blocked before the server thread exists, so every thread inherits the mask and the
+signals reach only `sigwait` in the main thread: no handler runs at an arbitrary point, and
+shutdown always goes through the same path. Once the server listens, the Workbench URL is
+printed on stdout and the ready file (if asked for) is written; on either signal the ready
+file and the receipt endpoint file are removed, the server stops, and the exit status is 0.
+Logs go to stderr at INFO; request lines are never logged at that level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from bundle_contract._error_bases import ContractError
+from bundle_server._dev_server import start_dev_server, start_options
+from bundle_server._endpoint_file import remove_ready_file, write_ready_file
+
+log = logging.getLogger("bundle_server.runner")
+
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # argparse prints the whole usage block first; a one-line reason is easier to read in
+        # a script's log, and `--help` still shows the usage.
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="bundle-server", description="Run the bundle development server.")
+    parser.add_argument("project_dir", nargs="?", default=".", metavar="PROJECT_DIR")
+    parser.add_argument("--port", type=int, default=0, help="TCP port (default: a free one)")
+    parser.add_argument("--open", action="store_true", help="open the Workbench in a browser")
+    parser.add_argument(
+        "--ready-file",
+        type=Path,
+        metavar="FILE",
+        help="write the URL, session and pid here (JSON, mode 0600) once listening",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        start_options(
+            args.project_dir,
+            port=args.port,
+            open=args.open,
+            agent_api=False,
+            workbench_dev_origins=(),
+            install_hosts=(),
+            registry=None,
+        )
+    except ContractError as exc:
+        parser.error(exc.message)
+    except ValueError as exc:
+        parser.error(str(exc))
+    ready_file: Path | None = args.ready_file
+    if ready_file is not None and not ready_file.parent.is_dir():
+        parser.error(f"no directory for the ready file: {ready_file.parent}")
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root_logger = logging.getLogger()
+    root_logger.addHandler(handler)
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        return _serve(args.project_dir, args.port, args.open, ready_file)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+        root_logger.removeHandler(handler)
+
+
+def _serve(project_dir: str, port: int, open_browser: bool, ready_file: Path | None) -> int:
+    try:
+        server = start_dev_server(project_dir, port=port, open=open_browser)
+    except (OSError, RuntimeError) as exc:
+        print(f"bundle-server: cannot start: {exc}", file=sys.stderr, flush=True)
+        return 1
+    with server:
+        log.info("serving %s at %s", server.project_root, server.url)
+        print(f"Workbench: {server.workbench_url}", flush=True)
+        try:
+            if ready_file is not None:
+                write_ready_file(ready_file, server.url, server.session_token)
+            received = signal.sigwait(STOP_SIGNALS)
+            log.info("%s received, stopping", signal.Signals(received).name)
+        finally:
+            if ready_file is not None:
+                remove_ready_file(ready_file, server.session_token)
+    return 0

@@ -1,0 +1,388 @@
+"""The HTTP shell: gevent's pywsgi serving the WSGI app on a loopback socket, in its own thread.
+
+Theory of operation:
+
+- `LoopbackShell(host, port)` binds a plain listening socket in the caller's thread, so a bad
+  address or a busy port fails right there and the bound port is known before the app is built
+  (the app's Host guard needs it). Only `127.0.0.1` and `::1` are accepted, before any bind.
+- `start(app)` runs a gevent `WSGIServer` on that socket in a new OS thread with its own hub.
+  Nothing is monkey patched: the caller's threads keep real blocking sockets and locks, and
+  code in the server thread talks to them only through thread-safe objects (the hubs' locks).
+- `stop()`, from any other thread, asks the server's loop to stop (`run_callback_threadsafe`),
+  then joins the thread: the listener is closed, idle keep-alive connections are dropped at
+  once, requests in progress get a short grace period, then are killed; the hub is destroyed.
+- `_Handler` is pywsgi's handler with the few changes DESIGN.md asks for; each override says
+  why it exists. Limits come from spec/limits.toml (`header-read-timeout`, `header-count`,
+  `header-bytes`); header faults are answered with the JSON error envelope, then closed.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import json
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import gevent
+import gevent.event
+import gevent.pool
+from gevent import pywsgi
+
+from bundle_contract._error_bases import ContractError
+from bundle_contract._generated.errors import (
+    HeadersTooLarge,
+    InvalidRequest,
+    RequestLineTooLong,
+)
+from bundle_contract._spec import get_spec
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
+
+log = logging.getLogger("bundle_server.shell")
+
+LOOPBACK_HOSTS = ("127.0.0.1", "::1")
+# How long requests already in progress may finish once stop() is called (streams are closed by
+# their hubs first, so this only bounds ordinary requests); then they are killed.
+STOP_GRACE_SECONDS = 1.0
+# How long start() waits for the server thread to report that it is accepting.
+START_TIMEOUT_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class HeaderLimits:
+    """Bounds on reading one request's head: seconds to receive it, request line bytes, header
+    lines, head bytes (request line included)."""
+
+    timeout: float
+    request_line: int
+    count: int
+    size: int
+
+    @classmethod
+    def from_spec(cls, timeout: float | None = None) -> HeaderLimits:
+        """The spec's limits; `timeout` (seconds) overrides `header-read-timeout` for tests."""
+        spec = get_spec()
+        return cls(
+            timeout=spec.limit("header-read-timeout")["maximum"] / 1000
+            if timeout is None
+            else timeout,
+            request_line=spec.limit("request-line-bytes")["maximum"],
+            count=spec.limit("header-count")["maximum"],
+            size=spec.limit("header-bytes")["maximum"],
+        )
+
+
+class _HeadersTooLarge(ValueError):
+    """More header lines or bytes than the limits allow (answered 431, then closed)."""
+
+
+class _RequestLineTooLong(Exception):
+    """A request line above `request-line-bytes` (answered 414, then closed).
+
+    Not an OSError: pywsgi swallows those from `read_requestline` as a vanished client.
+    """
+
+
+class _NoBody:
+    """Stands in for the request body of a connection about to close: nothing to drain."""
+
+    def _discard(self) -> None:
+        pass
+
+
+_NO_BODY = _NoBody()
+
+
+def raw_error_response(error: ContractError) -> bytes:
+    """A complete HTTP/1.1 response carrying the error envelope, closing the connection.
+
+    Used where pywsgi answers before the app runs (bad request heads): same envelope and
+    security headers as the app's own errors.
+    """
+    from bundle_server._app import SECURITY_HEADERS
+
+    body = json.dumps(error.to_envelope(), separators=(",", ":")).encode("utf-8")
+    status = HTTPStatus(error.status)
+    lines = [
+        f"HTTP/1.1 {status.value} {status.phrase}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(body)}",
+        "Connection: close",
+        *(f"{name}: {value}" for name, value in SECURITY_HEADERS),
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
+    """pywsgi's per-connection handler with a header deadline, bounded heads and no drain."""
+
+    server: _Server
+    _header_timer: Any = None
+    _requestline_bytes = 0
+
+    def __init__(self, sock: Any, address: Any, server: _Server) -> None:
+        # pywsgi sends the status line and headers, then the body, in two writes. With Nagle's
+        # algorithm on, the second write waits for the client's delayed ACK of the first:
+        # ~40 ms per keep-alive response (DESIGN.md measured 365 vs 5,600 req/s).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().__init__(sock, address, server)
+
+    def handle_one_request(self) -> Any:
+        # pywsgi has no deadline for a request's head: a client trickling header bytes (or
+        # idling on keep-alive) would hold the connection forever. The timer covers the request
+        # line and headers of every request on the connection; `read_request` cancels it once
+        # the head is complete, so the app itself is never under it. On expiry: close.
+        timer = gevent.Timeout(self.server.limits.timeout)
+        self._header_timer = timer
+        self.server.idle.add(gevent.getcurrent())
+        timer.start()
+        try:
+            result = super().handle_one_request()
+        except _RequestLineTooLong as exc:
+            log.debug("refusing a request line from %s: %s", self.client_address, exc)
+            return "414", raw_error_response(RequestLineTooLong(str(exc)))
+        except gevent.Timeout as exc:
+            if exc is not timer:
+                raise
+            log.debug("closing %s: no complete request head in time", self.client_address)
+            return None
+        finally:
+            timer.close()
+            self.server.idle.discard(gevent.getcurrent())
+        if isinstance(result, tuple) and result[0] == "414":
+            # pywsgi's own bound on the request line (a bare, empty 414): answer with ours.
+            return "414", raw_error_response(RequestLineTooLong("request line too long"))
+        return result
+
+    def read_requestline(self) -> str:
+        # pywsgi reads up to its own constant (8 KiB) and answers a bare 414. The bound is the
+        # spec's `request-line-bytes`, counted as sent (CRLF included, like `header-bytes`), and
+        # the answer the envelope. The line goes back without its CRLF (pywsgi strips it anyway)
+        # so that pywsgi's own length check never fires first.
+        limit = self.server.limits.request_line
+        raw: bytes = self.rfile.readline(limit + 1)
+        if len(raw) > limit:
+            raise _RequestLineTooLong(f"request line above {limit} bytes")
+        self._requestline_bytes = len(raw)
+        line = raw.decode("latin-1")
+        return line.rstrip("\r\n") or line
+
+    def read_request(self, raw_requestline: str) -> bool:
+        ok: bool = super().read_request(raw_requestline)
+        # The head is complete: the deadline is over, and the connection is busy with a request
+        # that stop() lets finish (until then it is idle, and stop() drops it at once).
+        self._header_timer.close()
+        self.server.idle.discard(gevent.getcurrent())
+        return ok
+
+    def MessageClass(self, fp: BinaryIO, *args: Any) -> Any:
+        # pywsgi parses headers with http.client, which allows 100 lines of 64 KiB each: read
+        # the head ourselves within `header-count` lines and `header-bytes` bytes (request line
+        # included), never reading past the limit, then parse what was read the same way.
+        limits = self.server.limits
+        budget = limits.size - self._requestline_bytes
+        lines: list[bytes] = []
+        while True:
+            line = fp.readline(max(budget, 0) + 1)
+            budget -= len(line)
+            if budget < 0:
+                raise _HeadersTooLarge(f"request head above {limits.size} bytes")
+            if not line:
+                raise ValueError("connection ended inside the request head")
+            if line in (b"\r\n", b"\n"):
+                break
+            lines.append(line)
+            if len(lines) > limits.count:
+                raise _HeadersTooLarge(f"more than {limits.count} request headers")
+        text = b"".join(lines).decode("iso-8859-1") + "\r\n"
+        return email.parser.Parser(_class=pywsgi.OldMessage).parsestr(text)
+
+    def _handle_client_error(self, ex: BaseException) -> tuple[str, bytes]:
+        # pywsgi answers a bad head with an empty text/plain 400 and prints some errors to
+        # stderr; we answer with the error envelope and log at debug only (a request line can
+        # carry a session token).
+        log.debug("refusing a request head from %s: %s", self.client_address, ex)
+        if isinstance(ex, _HeadersTooLarge):
+            return "431", raw_error_response(HeadersTooLarge(str(ex)))
+        return "400", raw_error_response(InvalidRequest("malformed HTTP request"))
+
+    def run_application(self) -> None:
+        try:
+            super().run_application()
+        finally:
+            if self.close_connection:
+                # Next, pywsgi would drain the unread body to find the next request. A connection
+                # that closes (the app said `Connection: close`, e.g. a 413 for a body it refused
+                # unread, or the client did) has no next request: reading the body would only
+                # make us receive what we refused.
+                self.wsgi_input = _NO_BODY
+
+    def log_request(self) -> None:
+        # pywsgi's access log (a console stream unless disabled) carries the query string, and a
+        # Workbench URL has the session token in it: debug only, and the path without query.
+        path = (self.path or "").split("?", 1)[0]
+        log.debug("%s %s %s", self.command, path[:200], self.code)
+
+
+class _Server(pywsgi.WSGIServer):  # type: ignore[misc, unused-ignore]
+    """pywsgi's server with our handler, limits, and the set of idle connections."""
+
+    handler_class = _Handler
+
+    def __init__(self, listener: socket.socket, app: WSGIApplication, limits: HeaderLimits) -> None:
+        host, port = listener.getsockname()[:2]
+        super().__init__(
+            listener,
+            app,
+            # A pool (unbounded) lets stop() join and kill the connection greenlets; without
+            # one pywsgi leaves them running after stop.
+            spawn=gevent.pool.Pool(),
+            log=None,
+            error_log=pywsgi.LoggingLogAdapter(log, logging.DEBUG),
+            # Set, or pywsgi resolves the address with getfqdn() (a blocking DNS query).
+            environ={"SERVER_NAME": host, "SERVER_PORT": str(port)},
+        )
+        self.limits = limits
+        self.idle: set[Any] = set()
+
+    def stop_serving(self, grace: float) -> None:
+        """Close the listener, drop idle connections now, give the others `grace` seconds."""
+        self.close()
+        for greenlet in list(self.idle):
+            greenlet.kill(block=False)
+        self.pool.join(timeout=grace)
+        self.pool.kill(block=True, timeout=grace)
+
+
+def bind_loopback(host: str, port: int) -> socket.socket:
+    """A listening, non-blocking TCP socket on a loopback address; ValueError for any other."""
+    if host not in LOOPBACK_HOSTS:
+        raise ValueError(f"refusing to bind {host!r}: only {' or '.join(LOOPBACK_HOSTS)}")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"not a TCP port: {port!r}")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        # Restart on the same port while old connections sit in TIME_WAIT (on Linux this does
+        # not let two live listeners share a port).
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind((host, port))
+        sock.listen()
+        # pywsgi accepts up to 100 connections per wakeup and stops at EWOULDBLOCK.
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class LoopbackShell:
+    """A WSGI app served by gevent on a loopback port, in a thread of its own.
+
+    `LoopbackShell(host, port)` binds (port 0: an ephemeral port, see `.port`); `start(app)`
+    serves; `stop()` stops, from any thread but the server's, and may be called repeatedly.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        header_timeout: float | None = None,
+        stop_grace: float = STOP_GRACE_SECONDS,
+    ) -> None:
+        self.limits = HeaderLimits.from_spec(header_timeout)
+        self.host = host
+        self._listener: socket.socket | None = bind_loopback(host, port)
+        self.port: int = self._listener.getsockname()[1]
+        self._stop_grace = stop_grace
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._failure: BaseException | None = None
+        self._request_stop: Callable[[], None] | None = None
+        self._stopping = False
+        self._lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, app: WSGIApplication) -> None:
+        """Serve `app` from a new thread; returns once it accepts connections."""
+        with self._lock:
+            if self._stopping or self._thread is not None:
+                raise RuntimeError("this shell was already started or stopped")
+            listener = self._listener
+            assert listener is not None  # only stop() clears it, and it sets _stopping
+            self._thread = threading.Thread(
+                target=self._serve, args=(listener, app), name=f"bundle-server:{self.port}"
+            )
+            self._thread.daemon = True
+            self._thread.start()
+        if not self._ready.wait(START_TIMEOUT_SECONDS):
+            self.stop()
+            raise RuntimeError("the server thread did not start in time")
+        if self._failure is not None:
+            self.stop()
+            raise RuntimeError("the server thread failed to start") from self._failure
+
+    def _serve(self, listener: socket.socket, app: WSGIApplication) -> None:
+        # Runs in the server thread: everything gevent is created (and destroyed) here.
+        hub = gevent.get_hub()
+        server: _Server | None = None
+        try:
+            stop_event = gevent.event.Event()
+            server = _Server(listener, app, self.limits)
+            server.start()
+            loop = hub.loop
+            self._request_stop = lambda: loop.run_callback_threadsafe(stop_event.set)
+        except BaseException as exc:
+            self._failure = exc
+            listener.close()
+            self._ready.set()
+            hub.destroy(destroy_loop=True)
+            return
+        self._ready.set()
+        try:
+            stop_event.wait()
+        finally:
+            server.stop_serving(self._stop_grace)
+            listener.close()
+            hub.destroy(destroy_loop=True)
+
+    def stop(self) -> None:
+        """Stop serving and join the server thread; the port is free on return."""
+        with self._lock:
+            first, self._stopping = not self._stopping, True
+            thread, listener = self._thread, self._listener
+            self._listener = None
+        if thread is None:
+            if listener is not None:
+                listener.close()
+            return
+        if thread is threading.current_thread():
+            raise RuntimeError("stop() cannot be called from the server's own thread")
+        self._ready.wait(START_TIMEOUT_SECONDS)
+        if first and self._request_stop is not None:
+            # The loop is still alive: the server thread destroys it only after this callback.
+            self._request_stop()
+        thread.join()
+
+    def __enter__(self) -> LoopbackShell:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
