@@ -135,11 +135,34 @@ def canonical_tables_module(spec: Spec) -> str:
     return "\n".join(lines) + "\n"
 
 
+def runtime_module(spec: Spec) -> str:
+    """What the hook wrapper's receipt post needs from runtime.toml, routes.toml, limits.toml
+    and SessionToken.json, as literals: the wrapper runs on every tool call and must not load
+    the spec (TOML parsing, schema registry) to learn a file name and two numbers."""
+    receipt_route = next(r for r in spec.rows("routes", "route") if r["id"] == "trace.receipts")
+    constants: list[tuple[str, object, str]] = [
+        ("DEV_LINK_PATH", spec.file("dev-link")["path"], "beside the installed bundle"),
+        ("RECEIPT_ENDPOINT_PATH", spec.file("receipt-endpoint")["path"], "under the project"),
+        ("RECEIPT_ROUTE_PATH", receipt_route["path"], "the only path a token is posted to"),
+        ("RECEIPT_URL_VARIABLE", spec.variable("receipt-url"), "set for spawned simulations"),
+        ("RECEIPT_TOKEN_VARIABLE", spec.variable("receipt-token"), "set with the one above"),
+        ("HOST_SESSION_VARIABLE", spec.variable("host-session-id"), "a receipt's sessionId"),
+        ("RECEIPT_BODY_MAX_BYTES", spec.limit("receipt-body")["maximum"], "limit receipt-body"),
+        ("WRAPPER_POST_MS", spec.limit("wrapper-post-time")["maximum"], "wrapper-post-time"),
+        ("TOKEN_MAX_CHARS", spec.schemas["SessionToken"]["maxLength"], "SessionToken.json"),
+    ]
+    lines = [HEADER]
+    for name, value, why in constants:
+        lines.append(f"{name} = {json.dumps(value)}  # {why}")
+    return "\n".join(lines) + "\n"
+
+
 MODULES: dict[str, Callable[[Spec], str]] = {
     "errors.py": errors_module,
     "hook_results.py": hook_results_module,
     "vocabulary.py": vocabulary_module,
     "canonical_tables.py": canonical_tables_module,
+    "runtime.py": runtime_module,
 }
 
 

@@ -71,7 +71,9 @@ INTERNAL_ERROR = InternalError("internal server error").to_envelope()
 def json_response(status: int, body: Any) -> Response:
     """A JSON response (no body at all when `body` is None)."""
     if body is None:
-        return Response(status=status)
+        response = Response(status=status)
+        del response.headers["Content-Type"]  # no body, so no media type to declare
+        return response
     text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return Response(text.encode("utf-8"), status=status, content_type="application/json")
 
@@ -128,6 +130,8 @@ class BundleApp:
         try:
             response = self.dispatch(request)
         except ContractError as exc:
+            # The path only: a query may carry the session value.
+            log.info("%s %s refused: %s %s", request.method, request.path[:200], exc.code, exc)
             response = error_response(exc)
         except Exception:
             log.exception("unhandled error serving %s %s", request.method, request.path)

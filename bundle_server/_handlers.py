@@ -44,7 +44,6 @@ def trace_stream(call: Call) -> Response:
     return ndjson_stream(
         call.state.hub,
         call.query["after"],
-        wrap=lambda entry: {"type": "trace.entry", "entry": entry},
         keepalive_frame={"type": "trace.keepalive"},
         keepalive=call.state.keepalive,
     )
@@ -62,7 +61,6 @@ def logs_stream(call: Call) -> Response:
     return ndjson_stream(
         call.state.logs,
         call.query["after"],
-        wrap=lambda record: {"type": "log.record", "record": record},
         keepalive_frame={"type": "log.keepalive"},
         keepalive=call.state.keepalive,
     )

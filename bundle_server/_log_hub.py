@@ -52,6 +52,8 @@ class LogHub(SequencedHub):
     name = "log hub"
     gap_type = "log.gap"
     items_key = "records"
+    frame_type = "log.record"
+    frame_key = "record"
 
     def __init__(self, retention: int | None = None, queue_capacity: int | None = None) -> None:
         spec = get_spec()

@@ -3,25 +3,32 @@ hub and the raw-log hub.
 
 Theory of operation (sans-IO: no sockets, no gevent):
 
-- `_append(build)` takes the next sequence number and appends under one lock. `build` receives
-  the number and returns the record, or raises: a refused record consumes no number, so the
-  sequence never skips and concurrent publishers can neither lose nor reorder records.
-- The newest `retention` records are kept. A cursor older than that history gets what is left
-  plus a gap record telling how many it missed.
-- `subscribe(after, wake)` takes the replay and registers the subscriber in the same critical
-  section, so live records follow the replay with no gap and no overlap. Each subscriber has a
-  bounded queue; one that falls `capacity` records behind is cut, never waited for.
-- `wake` is how a subscriber hears of new records. The default is a `threading.Event`; the HTTP
-  shell passes a callback that is safe to call from any thread (a gevent async watcher), so a
-  publisher in one thread can wake a greenlet in another without blocking either.
+- `_append_all(builds)` numbers and appends records under one lock. Each build receives its
+  number and returns the record, or raises: then nothing of the batch is kept and no number is
+  used, so the sequence never skips and concurrent publishers can neither lose nor reorder.
+- Each record is encoded once, at publish, as its NDJSON frame; every stream of every
+  subscriber writes those same bytes, so fan-out costs no JSON work per subscriber.
+- History is one list shared by all readers. The newest `retention` records are visible; a
+  cursor older than that gets what is left plus a gap record telling how many it missed. The
+  list is trimmed in steps, so appending stays O(1) amortized.
+- A subscriber is a read position in that shared list, taken atomically with its replay, so
+  live records follow the replay with no gap and no overlap. Its queue is the distance from its
+  position to the newest record: bounded by `capacity`, and a subscriber that falls further
+  behind (or out of the visible history) is cut, never waited for. Publishing is O(1) in the
+  number of subscribers.
+- `wake` is how subscribers hear of news: each distinct wake callable is called once per
+  publish, outside the lock. The default is a `threading.Event` per subscriber; the HTTP shell
+  passes one callable per server thread (a gevent async watcher's `send`, safe from any
+  thread), so a publish wakes a whole thread's streams with one call.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
-from collections import deque
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from bundle_contract._generated.errors import CursorAhead, CursorMalformed, TraceUnavailable
@@ -29,69 +36,67 @@ from bundle_contract._spec import get_spec
 
 DIGITS = re.compile(r"[0-9]{1,16}")
 Record = dict[str, Any]
+Wake = Callable[[], None]
+
+
+@cache
+def cursor_bound() -> int:
+    bound: int = get_spec().limit("cursor")["maximum"]
+    return bound
 
 
 def parse_cursor(raw: str | None) -> int:
     """A cursor from a query string: absent means 0 (seed 000); else a non-negative safe int."""
     if raw is None:
         return 0
-    bound = get_spec().limit("cursor")["maximum"]
-    if DIGITS.fullmatch(raw) is None or int(raw) > bound:
-        raise CursorMalformed(f"cursor must be an integer from 0 to {bound}", {"after": raw[:32]})
+    if DIGITS.fullmatch(raw) is None or int(raw) > cursor_bound():
+        raise CursorMalformed(
+            f"cursor must be an integer from 0 to {cursor_bound()}", {"after": raw[:32]}
+        )
     return int(raw)
 
 
+def encode_frame(message: Any) -> bytes:
+    """One NDJSON frame: compact JSON, UTF-8, newline-terminated."""
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.encode("utf-8") + b"\n"
+
+
 class SubscriberLagged(Exception):
-    """A subscriber's queue overflowed: it was cut so it cannot slow anyone else down."""
+    """A subscriber fell too far behind: it was cut so it cannot slow anyone else down."""
 
 
 class Subscription:
-    """Live records for one reader, after its replay: `take()` without waiting, or
-    `next_batch(timeout)` from a plain thread."""
+    """Live records for one reader after its replay: `take()`/`take_frames()` without waiting,
+    or `next_batch(timeout)` from a plain thread."""
 
-    def __init__(self, hub: SequencedHub, capacity: int, wake: Callable[[], None] | None) -> None:
+    def __init__(self, hub: SequencedHub, position: int, capacity: int, wake: Wake | None) -> None:
         self._hub = hub
-        self._capacity = capacity
-        self._pending: deque[Record] = deque()
+        self.position = position
+        self.capacity = capacity
         self._event = threading.Event()
-        self._wake = wake or self._event.set
+        self.wake: Wake = wake or self._event.set
         self.lagged = False
         self.closed = False
-
-    def _offer(self, record: Record) -> bool:
-        # Called under the hub's lock; `wake` must not block (an Event.set or an async send).
-        if len(self._pending) >= self._capacity:
-            self.lagged = True
-            self._wake()
-            return False
-        self._pending.append(record)
-        if len(self._pending) == 1:
-            self._wake()
-        return True
-
-    def _close(self) -> None:
-        self.closed = True
-        self._wake()
+        self.cancelled = False
 
     def take(self) -> list[Record]:
-        """Records published since the last call, without waiting ([] when none).
+        """Records published since the last take ([] when none).
 
-        Raises `SubscriberLagged` once cut, `TraceUnavailable` once the hub is closed and the
-        records queued before that were taken.
+        Raises `SubscriberLagged` once cut, `TraceUnavailable` once the hub is closed and
+        everything published before that was taken.
         """
-        with self._hub._lock:
-            self._event.clear()
-            if self.lagged:
-                raise SubscriberLagged("subscriber fell too far behind and was cut")
-            batch = list(self._pending)
-            self._pending.clear()
-            if not batch and self.closed:
-                raise TraceUnavailable(f"{self._hub.name} closed")
-            return batch
+        return self._hub._take(self, self._hub._records)
+
+    def take_frames(self) -> list[bytes]:
+        """Like `take`, as the records' encoded NDJSON frames."""
+        return self._hub._take(self, self._hub._frames)
 
     def next_batch(self, timeout: float | None) -> list[Record]:
         """`take()` after waiting up to `timeout` for news (the default wake only)."""
-        self._event.wait(timeout)
+        if not self.closed:
+            self._event.wait(timeout)
+            self._event.clear()
         return self.take()
 
     def cancel(self) -> None:
@@ -104,14 +109,22 @@ class SequencedHub:
     name = "hub"
     gap_type = "gap"
     items_key = "records"
+    # How each record travels in a stream: {"type": frame_type, frame_key: record}.
+    frame_type = "record"
+    frame_key = "record"
 
     def __init__(self, retention: int, queue_capacity: int | None = None) -> None:
         self._retention = retention
         self._capacity = queue_capacity or get_spec().limit("subscriber-queue")["maximum"]
+        # Records beyond the visible window are dropped in steps of this many.
+        self._slack = max(64, retention // 8)
         self._lock = threading.Lock()
-        self._records: deque[Record] = deque(maxlen=retention)
+        self._records: list[Record] = []
+        self._frames: list[bytes] = []
+        self._offset = 1  # the sequence of _records[0]
         self._latest = 0
-        self._subscribers: list[Subscription] = []
+        self._subscribers: set[Subscription] = set()
+        self._wakes: dict[Wake, int] = {}
         self._closed = False
 
     @property
@@ -121,6 +134,16 @@ class SequencedHub:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subscribers)
+
+    def _first_visible(self) -> int:
+        return max(self._offset, self._latest - self._retention + 1)
+
+    def frame(self, record: Record) -> bytes:
+        return encode_frame({"type": self.frame_type, self.frame_key: record})
 
     def _append(self, build: Callable[[int], Record]) -> Record:
         """Build the record numbered latest + 1 and publish it; nothing happens if build raises."""
@@ -132,11 +155,41 @@ class SequencedHub:
             if self._closed:
                 raise TraceUnavailable(f"{self.name} closed")
             records = [build(self._latest + 1 + index) for index, build in enumerate(builds)]
-            for record in records:
-                self._latest += 1
-                self._records.append(record)
-                self._subscribers = [s for s in self._subscribers if s._offer(record)]
+            frames = [self.frame(record) for record in records]
+            self._records.extend(records)
+            self._frames.extend(frames)
+            self._latest += len(records)
+            excess = len(self._records) - self._retention
+            if excess >= self._slack:
+                del self._records[:excess]
+                del self._frames[:excess]
+                self._offset += excess
+            wakes = list(self._wakes)
+        for wake in wakes:
+            wake()
         return records
+
+    def _take(self, subscription: Subscription, source: list[Any]) -> list[Any]:
+        with self._lock:
+            if subscription.cancelled:
+                return []
+            position, latest = subscription.position, self._latest
+            behind = latest - position
+            if (
+                subscription.lagged
+                or behind > subscription.capacity
+                or (behind and position < self._first_visible() - 1)
+            ):
+                subscription.lagged = True
+                self._remove(subscription)
+                raise SubscriberLagged("subscriber fell too far behind and was cut")
+            if not behind:
+                if subscription.closed:
+                    raise TraceUnavailable(f"{self.name} closed")
+                return []
+            subscription.position = latest
+            start = position + 1 - self._offset
+            return source[start:]
 
     def replay(self, after: int) -> Record:
         """The records after `after` under `items_key`, with `gap` when history was dropped."""
@@ -151,11 +204,9 @@ class SequencedHub:
                 f"cursor {after} is ahead of the latest sequence {self._latest}",
                 {"after": after, "latestSequence": self._latest},
             )
-        first = self._records[0]["sequence"] if self._records else self._latest + 1
-        replay: Record = {
-            self.items_key: [r for r in self._records if r["sequence"] > after],
-            "latestSequence": self._latest,
-        }
+        first = self._first_visible()
+        start = max(after + 1, first) - self._offset
+        replay: Record = {self.items_key: self._records[start:], "latestSequence": self._latest}
         if after < first - 1:
             replay["gap"] = {
                 "type": self.gap_type,
@@ -165,29 +216,47 @@ class SequencedHub:
             }
         return replay
 
-    def subscribe(
-        self, after: int, wake: Callable[[], None] | None = None
-    ) -> tuple[Record, Subscription]:
+    def subscribe(self, after: int, wake: Wake | None = None) -> tuple[Record, Subscription]:
         """The replay after `after` and a subscription to every later record, atomically."""
+        replay, _, subscription = self.subscribe_frames(after, wake)
+        return replay, subscription
+
+    def subscribe_frames(
+        self, after: int, wake: Wake | None = None
+    ) -> tuple[Record, list[bytes], Subscription]:
+        """`subscribe`, plus the replayed records' encoded frames, all in one critical section."""
         with self._lock:
             replay = self._replay(after)
-            subscription = Subscription(self, self._capacity, wake)
-            self._subscribers.append(subscription)
-            return replay, subscription
+            count = len(replay[self.items_key])
+            frames = self._frames[len(self._frames) - count :] if count else []
+            subscription = Subscription(self, self._latest, self._capacity, wake)
+            self._subscribers.add(subscription)
+            self._wakes[subscription.wake] = self._wakes.get(subscription.wake, 0) + 1
+            return replay, frames, subscription
+
+    def _remove(self, subscription: Subscription) -> None:
+        # Under the lock.
+        if subscription in self._subscribers:
+            self._subscribers.discard(subscription)
+            count = self._wakes[subscription.wake] - 1
+            if count:
+                self._wakes[subscription.wake] = count
+            else:
+                del self._wakes[subscription.wake]
 
     def _unsubscribe(self, subscription: Subscription) -> None:
         with self._lock:
-            if subscription in self._subscribers:
-                self._subscribers.remove(subscription)
-
-    @property
-    def subscriber_count(self) -> int:
-        return len(self._subscribers)
+            subscription.cancelled = True
+            self._remove(subscription)
 
     def close(self) -> None:
         """Refuse further publishes and replays; wake every subscriber with the end."""
         with self._lock:
             self._closed = True
             for subscription in self._subscribers:
-                subscription._close()
+                subscription.closed = True
             self._subscribers.clear()
+            wakes = list(self._wakes)
+            self._wakes.clear()
+        for wake in wakes:
+            wake()

@@ -63,10 +63,15 @@ class HeaderLimits:
     request_line: int
     count: int
     size: int
+    # Seconds one socket read or write may make no progress (`socket-io-timeout`).
+    io_timeout: float = 30.0
 
     @classmethod
-    def from_spec(cls, timeout: float | None = None) -> HeaderLimits:
-        """The spec's limits; `timeout` (seconds) overrides `header-read-timeout` for tests."""
+    def from_spec(
+        cls, timeout: float | None = None, io_timeout: float | None = None
+    ) -> HeaderLimits:
+        """The spec's limits; `timeout` and `io_timeout` (seconds) override
+        `header-read-timeout` and `socket-io-timeout` for tests."""
         spec = get_spec()
         return cls(
             timeout=spec.limit("header-read-timeout")["maximum"] / 1000
@@ -75,6 +80,9 @@ class HeaderLimits:
             request_line=spec.limit("request-line-bytes")["maximum"],
             count=spec.limit("header-count")["maximum"],
             size=spec.limit("header-bytes")["maximum"],
+            io_timeout=spec.limit("socket-io-timeout")["maximum"] / 1000
+            if io_timeout is None
+            else io_timeout,
         )
 
 
@@ -131,6 +139,9 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
         # algorithm on, the second write waits for the client's delayed ACK of the first:
         # ~40 ms per keep-alive response (DESIGN.md measured 365 vs 5,600 req/s).
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # A stream whose reader stopped reading blocks its writer on a full socket; without a
+        # bound the greenlet, its subscription and the connection would stay forever.
+        sock.settimeout(server.limits.io_timeout)
         super().__init__(sock, address, server)
 
     def handle_one_request(self) -> Any:
@@ -297,9 +308,10 @@ class LoopbackShell:
         port: int = 0,
         *,
         header_timeout: float | None = None,
+        io_timeout: float | None = None,
         stop_grace: float = STOP_GRACE_SECONDS,
     ) -> None:
-        self.limits = HeaderLimits.from_spec(header_timeout)
+        self.limits = HeaderLimits.from_spec(header_timeout, io_timeout)
         self.host = host
         self._listener: socket.socket | None = bind_loopback(host, port)
         self.port: int = self._listener.getsockname()[1]

@@ -1,22 +1,26 @@
-"""NDJSON streams of a sequenced hub: replay, then live records, with keep-alives.
+"""NDJSON streams of a sequenced hub: replay, then live frames, with keep-alives.
 
 Theory of operation: the handler subscribes before the response starts, so a bad cursor or a
 closed hub is still an ordinary error response. The body is a generator that writes the gap
-frame (when the cursor predates history), the replayed records, then each live batch as it
+frame (when the cursor predates history) and the replayed frames, then each live batch as it
 arrives, and a keep-alive frame after `keepalive` seconds of silence; a dead client is found on
-that write. A subscriber that falls a whole queue behind is cut: its stream ends, and the client
-resumes from the last sequence it saw (getting a gap frame if it fell out of history).
+that write. After writing a batch the stream waits `stream-batch-window` before taking the
+next, so under load frames go out in few writes, while an idle stream writes at once. A
+subscriber that falls a whole queue behind is cut: its stream ends, and the client resumes from
+the last sequence it saw (getting a gap frame if it fell out of history).
 
 Waiting must not block the server: under gevent the body runs in a greenlet, and publishers
-run in other greenlets or other threads. `GreenWaker` is the bridge: the hub calls `wake()`
-(a libev async watcher's `send`, safe from any thread), and the greenlet waits on a gevent
-Event that the watcher sets in the greenlet's own loop.
+run in other greenlets or other threads. `ThreadWaker` is the bridge, one per hub and server
+thread: the hub calls its `wake()` once per publish (a libev async watcher's `send`, safe from
+any thread), and the watcher's callback, in the server's own loop, wakes every stream of that
+thread waiting on the hub.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator, Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from functools import cache
 from typing import Any
 
 import gevent
@@ -24,13 +28,40 @@ import gevent.event
 from werkzeug.wrappers import Response
 
 from bundle_contract._generated.errors import TraceUnavailable
-from bundle_server._sequenced import Record, SequencedHub, SubscriberLagged, Subscription
+from bundle_contract._spec import get_spec
+from bundle_server._sequenced import SequencedHub, SubscriberLagged, Subscription, encode_frame
 
 NDJSON = "application/x-ndjson"
 
 
+class ThreadWaker:
+    """Wakes the greenlets of one thread that wait on one hub, from any thread."""
+
+    def __init__(self) -> None:
+        self._event = gevent.event.Event()
+        self._watcher = gevent.get_hub().loop.async_()
+        self._watcher.start(self._fire)
+        self.users = 0
+
+    def _fire(self) -> None:
+        # A fresh event for the next round; everyone waiting on this one wakes.
+        event, self._event = self._event, gevent.event.Event()
+        event.set()
+
+    def wake(self) -> None:
+        self._watcher.send()
+
+    def current(self) -> gevent.event.Event:
+        """The event the next wake sets: take it before looking for news, then wait on it."""
+        return self._event
+
+    def close(self) -> None:
+        self._watcher.stop()
+        self._watcher.close()
+
+
 class GreenWaker:
-    """Wakes a greenlet of the current thread's hub from any thread."""
+    """Wakes one greenlet of the current thread's hub from any thread (one stream's waker)."""
 
     def __init__(self) -> None:
         self._event = gevent.event.Event()
@@ -40,7 +71,7 @@ class GreenWaker:
     def wake(self) -> None:
         self._watcher.send()
 
-    def wait(self, timeout: float) -> bool:
+    def wait(self, timeout: float | None) -> bool:
         """True when woken, False when `timeout` passed first."""
         woken = bool(self._event.wait(timeout))
         self._event.clear()
@@ -51,54 +82,76 @@ class GreenWaker:
         self._watcher.close()
 
 
-def frame(message: Mapping[str, Any]) -> bytes:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+_local = threading.local()
+
+
+def _acquire(hub: SequencedHub) -> ThreadWaker:
+    wakers: dict[int, ThreadWaker] = _local.__dict__.setdefault("wakers", {})
+    waker = wakers.get(id(hub))
+    if waker is None:
+        waker = wakers[id(hub)] = ThreadWaker()
+    waker.users += 1
+    return waker
+
+
+def _release(hub: SequencedHub, waker: ThreadWaker) -> None:
+    waker.users -= 1
+    if waker.users == 0:
+        wakers: dict[int, ThreadWaker] = _local.__dict__.setdefault("wakers", {})
+        if wakers.get(id(hub)) is waker:
+            del wakers[id(hub)]
+        waker.close()
+
+
+@cache
+def batch_window() -> float:
+    window: int = get_spec().limit("stream-batch-window")["maximum"]
+    return window / 1000
 
 
 def ndjson_stream(
-    hub: SequencedHub,
-    after: int,
-    *,
-    wrap: Callable[[Record], Mapping[str, Any]],
-    keepalive_frame: Mapping[str, Any],
-    keepalive: float,
+    hub: SequencedHub, after: int, *, keepalive_frame: Mapping[str, Any], keepalive: float
 ) -> Response:
     """A streaming NDJSON response of `hub` after `after`; raises the cursor errors up front."""
-    waker = GreenWaker()
+    waker = _acquire(hub)
     try:
-        replay, subscription = hub.subscribe(after, waker.wake)
+        replay, frames, subscription = hub.subscribe_frames(after, waker.wake)
     except BaseException:
-        waker.close()
+        _release(hub, waker)
         raise
+    head = [encode_frame(replay["gap"])] if "gap" in replay else []
     body = _frames(
-        replay, hub.items_key, subscription, waker, wrap, frame(keepalive_frame), keepalive
+        head + frames, hub, subscription, waker, encode_frame(keepalive_frame), keepalive
     )
-    return Response(body, mimetype=NDJSON, direct_passthrough=True)
+    response = Response(body, mimetype=NDJSON, direct_passthrough=True)
+    # A stream ends only when its hub closes or its reader is cut: the connection goes too, so
+    # a server that is stopping never waits on a keep-alive connection a stream left behind.
+    response.headers["Connection"] = "close"
+    return response
 
 
 def _frames(
-    replay: Record,
-    items_key: str,
+    head: list[bytes],
+    hub: SequencedHub,
     subscription: Subscription,
-    waker: GreenWaker,
-    wrap: Callable[[Record], Mapping[str, Any]],
+    waker: ThreadWaker,
     keepalive_bytes: bytes,
     keepalive: float,
 ) -> Iterator[bytes]:
     try:
-        head = [frame(replay["gap"])] if "gap" in replay else []
-        head.extend(frame(wrap(record)) for record in replay[items_key])
         # Something is written at once, so a client knows the stream is open.
         yield b"".join(head) or keepalive_bytes
         while True:
+            event = waker.current()
             try:
-                batch = subscription.take()
+                frames = subscription.take_frames()
             except (SubscriberLagged, TraceUnavailable):
                 return
-            if batch:
-                yield b"".join(frame(wrap(record)) for record in batch)
-            elif not waker.wait(keepalive):
+            if frames:
+                yield b"".join(frames)
+                gevent.sleep(batch_window())
+            elif not event.wait(keepalive):
                 yield keepalive_bytes
     finally:
         subscription.cancel()
-        waker.close()
+        _release(hub, waker)

@@ -36,6 +36,8 @@ class TraceHub(SequencedHub):
     name = "trace hub"
     gap_type = "trace.gap"
     items_key = "entries"
+    frame_type = "trace.entry"
+    frame_key = "entry"
 
     def __init__(self, retention: int | None = None, queue_capacity: int | None = None) -> None:
         spec = get_spec()

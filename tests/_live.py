@@ -126,8 +126,9 @@ def serve(
     *,
     logs: LogHub | None = None,
     keepalive: float | None = None,
+    io_timeout: float | None = None,
 ) -> Iterator[Server]:
-    shell = LoopbackShell("127.0.0.1", 0)
+    shell = LoopbackShell("127.0.0.1", 0, io_timeout=io_timeout)
     logs = logs or LogHub()
     app = create_app(
         port=shell.port,

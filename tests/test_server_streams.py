@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import threading
 from collections.abc import Iterator
 
@@ -111,7 +112,7 @@ def test_closing_the_hub_ends_open_streams(live: Server) -> None:
         stream.close()
 
 
-def test_a_stalled_reader_is_cut_and_others_keep_up(live: Server) -> None:
+def test_a_stalled_reader_costs_the_others_nothing(live: Server) -> None:
     # A reader that never reads: its socket buffers fill, its queue (8) overflows, it is cut.
     stalled = socket.create_connection(("127.0.0.1", live.port))
     stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -139,9 +140,31 @@ def test_a_stalled_reader_is_cut_and_others_keep_up(live: Server) -> None:
             wait_for(lambda index=index: len(seen) > index)
     thread.join(10)
     assert seen == list(range(1, 401))
+    # The stalled stream's writer is blocked on its full socket, costing the others nothing;
+    # when its client goes away, the failed write ends it and drops its subscription.
+    assert live.hub.subscriber_count == 2
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    stalled.close()  # a reset, not a polite close
     wait_for(lambda: live.hub.subscriber_count == 1)
-    stalled.close()
     reader.close()
+
+
+def test_a_stream_whose_reader_stopped_is_dropped_after_the_io_timeout() -> None:
+    for server in serve(TraceHub(), keepalive=KEEPALIVE, io_timeout=0.5):
+        stalled = socket.create_connection(("127.0.0.1", server.port))
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.sendall(
+            f"GET /api/trace/stream HTTP/1.1\r\nHost: {server.host}\r\n"
+            f"x-bundle-session: {'t' * 43}\r\n\r\n".encode()
+        )
+        wait_for(lambda server=server: server.hub.subscriber_count == 1)
+        big = "x" * 20_000
+        for index in range(300):  # far more than the socket buffers hold
+            server.hub.publish("diagnostic", "test.entry", f"{index} {big}")
+        # The blocked write gives up after the I/O timeout and the stream is dropped, while
+        # the client is still connected.
+        wait_for(lambda server=server: server.hub.subscriber_count == 0, timeout=5)
+        stalled.close()
 
 
 def test_log_replay_and_stream(live: Server) -> None:

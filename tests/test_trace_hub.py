@@ -184,16 +184,45 @@ def test_publish_all_is_all_or_nothing() -> None:
     assert published[1]["durationMs"] == 2
 
 
-def test_wake_is_called_from_the_publishing_thread_without_blocking() -> None:
+def test_wake_is_called_once_per_publish_per_distinct_waker() -> None:
     hub = TraceHub()
     calls: list[str] = []
-    _, subscription = hub.subscribe(0, wake=lambda: calls.append(threading.current_thread().name))
+
+    def wake() -> None:
+        calls.append(threading.current_thread().name)
+
+    _, first = hub.subscribe(0, wake=wake)
+    _, second = hub.subscribe(0, wake=wake)  # a thread's streams share one waker
     publisher = threading.Thread(target=fill, args=(hub, 3), name="publisher")
     publisher.start()
     publisher.join()
-    # One wake per empty-to-non-empty transition: the reader takes everything at once.
-    assert calls == ["publisher"]
-    assert [e["sequence"] for e in subscription.take()] == [1, 2, 3]
-    assert subscription.take() == []
+    assert calls == ["publisher"] * 3
+    assert [e["sequence"] for e in first.take()] == [1, 2, 3]
+    assert second.take_frames()[0].startswith(b'{"type":"trace.entry","entry":{"id":"tr_1"')
+    assert first.take() == []
+    first.cancel()
+    second.cancel()
     fill(hub, 1)
-    assert calls == ["publisher", "MainThread"]
+    assert calls == ["publisher"] * 3
+
+
+def test_subscribers_share_one_history() -> None:
+    hub = TraceHub(retention=100, queue_capacity=50)
+    subscriptions = [hub.subscribe(0)[1] for _ in range(200)]
+    fill(hub, 30)
+    first, second = (s.take_frames() for s in subscriptions[:2])
+    assert len(first) == 30
+    # Each frame is encoded once and shared by every subscriber.
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    fill(hub, 51)  # one more than a queue holds
+    with pytest.raises(SubscriberLagged):
+        subscriptions[0].take()
+    assert hub.subscriber_count == 199
+
+
+def test_a_subscriber_that_falls_out_of_history_is_cut() -> None:
+    hub = TraceHub(retention=4, queue_capacity=8)
+    _, subscription = hub.subscribe(0)
+    fill(hub, 6)  # within its queue bound, but entries 1-2 are no longer retained
+    with pytest.raises(SubscriberLagged):
+        subscription.take()

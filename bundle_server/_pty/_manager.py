@@ -1,0 +1,415 @@
+"""The registry of host sessions: create, get, list, input, resize, subscribe, terminate,
+restart, delete, close.
+
+Theory of operation:
+
+- Every method is safe from any thread and never blocks a gevent hub: waits (a terminate
+  ladder, close) poll cooperatively (`_engine.pause`). The sessions' I/O runs in one engine
+  thread (`_engine.py`), started with the first session and stopped by `close()`.
+- The cap (spec limit `active-sessions`) is enforced under the registry lock: a create
+  reserves its slot before spawning and gives it back if the spawn fails, so concurrent
+  creates can never overshoot. The refusal is states.toml's own row ("four sessions already
+  active" -> AB8264). A restart of a running session takes over that session's slot (the
+  original is terminated first), so restarting never fails for want of a slot it frees.
+- Spawning: the host's command line comes from hosts.toml or the project's override
+  (`_hosts.py`), the environment is the server's (or `env`) plus `BUNDLE_DEV_SESSION=<id>`
+  (runtime.toml role `host-session-id`) and `TERM=xterm-256color` when none is set (the
+  Workbench's terminal), the working directory is the project root. The child leads its own
+  session and process group.
+- Prompt: an optional prompt is typed into the session right after the spawn, followed by a
+  carriage return, as a person would type it and press Enter (a terminal's Enter key sends
+  CR; a canonical-mode tty turns it into a newline). The host reads it when it first reads
+  its terminal; a host that flushes pending input when it enters raw mode (TCSAFLUSH) loses it.
+- `close()` refuses new sessions (AB8265), waits for creates in flight, terminates every
+  session, waits until nothing of any session is left, then stops the engine thread.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import os
+import re
+import secrets
+import string
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from bundle_contract._generated.errors import (
+    HostNotLaunchable,
+    MalformedSessionRequest,
+    SessionNotFound,
+    SessionServiceUnavailable,
+)
+from bundle_contract._project import utc_timestamp
+from bundle_contract._spec import get_spec
+from bundle_contract._states import state_machine
+from bundle_server._pty._engine import Engine, pause, wait_for
+from bundle_server._pty._hosts import Overrides, availability, resolve
+from bundle_server._pty._output import OutputSubscription
+from bundle_server._pty._process import PtyChild, enable_subreaper, require_ptyprocess
+from bundle_server._pty._session import (
+    KILL_WAIT_SECONDS,
+    PENDING_INPUT_BYTES,
+    Publish,
+    Session,
+    SessionReplay,
+)
+
+ID_ALPHABET = string.digits + string.ascii_lowercase
+ID_LENGTH = 16
+DEFAULT_TERM = "xterm-256color"
+CREATE = "POST create"
+CAN_CREATE = "host launchable, fewer than four active sessions"
+CANNOT_CREATE = "four sessions already active"
+
+
+def new_session_id() -> str:
+    """`hs_` and 16 characters of [0-9a-z] from `secrets`."""
+    return "hs_" + "".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
+
+
+class SessionManager:
+    """Host sessions of one development server (see the module docstring)."""
+
+    def __init__(
+        self,
+        project_root: str | os.PathLike[str],
+        *,
+        epoch_id: str = "dev",
+        executables: Overrides | None = None,
+        env: Mapping[str, str] | None = None,
+        publish: Publish | None = None,
+        terminate_grace: float | None = None,
+        check_install: Callable[[str], str | None] | None = None,
+        subreaper: bool = True,
+    ) -> None:
+        spec = get_spec()
+        self.project_root = str(Path(project_root).resolve())
+        self.epoch_id = epoch_id
+        self._overrides: Overrides = dict(executables or {})
+        self._env = dict(env) if env is not None else None
+        self._publish = publish
+        self._check_install = check_install
+        self._subreaper = subreaper
+        self._variable = spec.variable("host-session-id")
+        self._id_pattern = re.compile(spec.limit("session-id")["pattern"])
+        self._max_active: int = spec.limit("active-sessions")["maximum"]
+        dimension = spec.limit("terminal-dimension")
+        self._dimension: tuple[int, int] = (dimension["minimum"], dimension["maximum"])
+        self._input_max: int = spec.limit("session-input")["maximum"]
+        self._retained: int = spec.limit("retained-output")["maximum"]
+        self._queue: int = spec.limit("subscriber-queue")["maximum"]
+        self._grace = (
+            terminate_grace
+            if terminate_grace is not None
+            else spec.limit("terminate-grace")["maximum"] / 1000
+        )
+        self._lock = threading.Lock()
+        self._sessions: dict[str, Session] = {}
+        self._reserved = 0
+        self._closed = False
+        self._close_done = threading.Event()
+        self._engine: Engine | None = None
+
+    # -- queries ------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def pending_input_bound(self) -> int:
+        return PENDING_INPUT_BYTES
+
+    def get(self, session_id: str) -> dict[str, Any]:
+        """The HostSession record; AB8261 for a malformed id, AB8262 for an unknown one."""
+        return self._session(session_id).record()
+
+    def list(self) -> dict[str, Any]:
+        """A SessionList value: every session (oldest first) and every host's availability."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+        return {"sessions": [s.record() for s in sessions], "hosts": self.hosts()}
+
+    def hosts(self) -> builtins.list[dict[str, Any]]:
+        """HostAvailability for every host kind of hosts.toml."""
+        hosts = availability(self._overrides, self._child_env_base())
+        if self._check_install is not None:
+            for host in hosts:
+                reason = host["launchable"] and self._check_install(host["host"])
+                if reason:
+                    host.update(launchable=False, reason=reason)
+        return hosts
+
+    def active_count(self) -> int:
+        with self._lock:
+            return sum(1 for s in self._sessions.values() if s.running)
+
+    # -- commands -----------------------------------------------------------------------------
+
+    def create(
+        self, host: str, *, cols: int, rows: int, prompt: str | None = None
+    ) -> dict[str, Any]:
+        """Spawn a session of `host`; the HostSession record (state running).
+
+        AB8261 bad dimensions or host kind, AB8260 no pty library, AB8263 not launchable or
+        the spawn failed, AB8264 four sessions active, AB8265 closed.
+        """
+        return self._create(host, cols=cols, rows=rows, prompt=prompt, restart_of=None)
+
+    def write(self, session_id: str, data: bytes) -> None:
+        """Input for the session; never waits. AB8261 when over `session-input`, when the
+        session is not running, or when the host stopped reading and the pending input is
+        full; AB8262 unknown."""
+        if len(data) > self._input_max:
+            raise MalformedSessionRequest(
+                f"input of {len(data)} bytes is above the limit of {self._input_max}",
+                {"limit": self._input_max, "bytes": len(data)},
+                variant="input-too-large",
+            )
+        self._session(session_id).write(data)
+
+    def resize(self, session_id: str, *, cols: int, rows: int) -> None:
+        """New window size; AB8261 bad dimensions or session not running, AB8262 unknown."""
+        self._check_dimensions(cols, rows)
+        self._session(session_id).resize(rows, cols)
+
+    def subscribe(
+        self, session_id: str, wake: Callable[[], None] | None = None
+    ) -> tuple[SessionReplay, OutputSubscription]:
+        """The record and retained output, then every later frame (`state`, `output`, and a
+        last `end`), atomically; `wake` is called (from the engine thread) when frames wait."""
+        return self._session(session_id).subscribe(wake)
+
+    def terminate(self, session_id: str) -> dict[str, Any]:
+        """Terminate a running session (the ladder) and wait until nothing of it is left;
+        an ended session is returned as it is."""
+        session = self._session(session_id)
+        session.request_terminate()
+        self._wait_settled(session)
+        return session.record()
+
+    def restart(self, session_id: str, *, cols: int, rows: int) -> dict[str, Any]:
+        """A replacement session of the same host and prompt carrying `restartOf`; a running
+        original is terminated first (its slot passes to the replacement)."""
+        original = self._session(session_id)
+        state_machine("host-session").next_state(original.state, "POST restart", "session exists")
+        record = original.record()
+        replacement = self._create(
+            original.host,
+            cols=cols,
+            rows=rows,
+            prompt=record.get("prompt"),
+            restart_of=original,
+        )
+        return replacement
+
+    def delete(self, session_id: str) -> None:
+        """Forget an ended session; AB8261 (409) while it runs, AB8262 unknown."""
+        session = self._session(session_id)
+        if session.running:
+            raise MalformedSessionRequest(
+                f"session {session_id} is running: terminate it before deleting it",
+                {"sessionId": session_id, "state": session.state},
+                variant="session-running",
+            )
+        state_machine("host-session").next_state(session.state, "DELETE")
+        self._wait_settled(session)
+        with self._lock:
+            self._sessions.pop(session_id, None)
+
+    def close(self) -> None:
+        """Terminate every session, refuse new ones (AB8265), stop the engine; idempotent,
+        from any thread."""
+        with self._lock:
+            first, self._closed = not self._closed, True
+        if not first:
+            wait_for(self._close_done, None)
+            return
+        try:
+            while True:
+                with self._lock:
+                    if self._reserved == 0:
+                        sessions = list(self._sessions.values())
+                        break
+                pause(0.005)
+            for session in sessions:
+                session.request_terminate()
+            for session in sessions:
+                self._wait_settled(session)
+            if self._engine is not None:
+                self._engine.stop()
+        finally:
+            self._close_done.set()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _session(self, session_id: str) -> Session:
+        if not isinstance(session_id, str) or not self._id_pattern.fullmatch(session_id):
+            raise MalformedSessionRequest(
+                "malformed session id", {"sessionId": str(session_id)[:64]}
+            )
+        with self._lock:
+            session = self._sessions.get(session_id)
+        if session is None:
+            raise SessionNotFound(f"no session {session_id}", {"sessionId": session_id})
+        return session
+
+    def _check_dimensions(self, cols: int, rows: int) -> None:
+        low, high = self._dimension
+        for name, value in (("cols", cols), ("rows", rows)):
+            if type(value) is not int or not low <= value <= high:
+                raise MalformedSessionRequest(
+                    f"{name} must be an integer from {low} to {high}", {name: value}
+                )
+
+    def _child_env_base(self) -> dict[str, str]:
+        return dict(self._env if self._env is not None else os.environ)
+
+    def _wait_settled(self, session: Session) -> None:
+        # Bounded by the ladder: two grace periods and the SIGKILL wait, with some slack.
+        wait_for(session.settled, 2 * self._grace + KILL_WAIT_SECONDS + 5.0)
+
+    def _reserve(self, restart_of: Session | None) -> None:
+        with self._lock:
+            if self._closed:
+                raise SessionServiceUnavailable("the host-session service is closed")
+            active = self._reserved + sum(
+                1
+                for s in self._sessions.values()
+                if s.running and not (s is restart_of and not s.inherited)
+            )
+            condition = CAN_CREATE if active < self._max_active else CANNOT_CREATE
+            state_machine("host-session").next_state(None, CREATE, condition)
+            if restart_of is not None and restart_of.running:
+                restart_of.inherited = True
+            self._reserved += 1
+
+    def _create(
+        self,
+        host: str,
+        *,
+        cols: int,
+        rows: int,
+        prompt: str | None,
+        restart_of: Session | None,
+    ) -> dict[str, Any]:
+        if self._closed:  # checked again, atomically, when the slot is reserved
+            raise SessionServiceUnavailable("the host-session service is closed")
+        self._check_dimensions(cols, rows)
+        seed = None if prompt is None else prompt.encode("utf-8") + b"\r"
+        if seed is not None and len(seed) > PENDING_INPUT_BYTES:
+            raise MalformedSessionRequest(
+                "the prompt is too long", {"bytes": len(seed)}, variant="input-too-large"
+            )
+        env = self._child_env_base()
+        require_ptyprocess()
+        launch = resolve(host, self._overrides, env)
+        if self._check_install is not None:
+            reason = self._check_install(host)
+            if reason:
+                raise HostNotLaunchable(reason, {"host": host})
+        self._reserve(restart_of)
+        try:
+            if restart_of is not None:
+                restart_of.request_terminate()
+                self._wait_settled(restart_of)
+            session = self._spawn(
+                launch.host,
+                launch.argv,
+                launch.install_destination,
+                env,
+                cols=cols,
+                rows=rows,
+                prompt=prompt,
+                restart_of=restart_of,
+            )
+        finally:
+            with self._lock:
+                self._reserved -= 1
+        if seed is not None:
+            # A host that already exited has no use for its prompt.
+            with contextlib.suppress(MalformedSessionRequest):
+                session.write(seed)
+        return session.record()
+
+    def _spawn(
+        self,
+        host: str,
+        argv: tuple[str, ...],
+        install_destination: str,
+        env: dict[str, str],
+        *,
+        cols: int,
+        rows: int,
+        prompt: str | None,
+        restart_of: Session | None,
+    ) -> Session:
+        with self._lock:
+            if self._engine is None:
+                self._engine = Engine()
+            engine = self._engine
+            session_id = new_session_id()
+            while session_id in self._sessions:
+                session_id = new_session_id()
+        if self._subreaper:
+            enable_subreaper()
+        env[self._variable] = session_id
+        env.setdefault("TERM", DEFAULT_TERM)
+        started = time.time()
+        child = PtyChild.spawn(argv, cwd=self.project_root, env=env, rows=rows, cols=cols)
+        record: dict[str, Any] = {
+            "id": session_id,
+            "host": host,
+            "state": state_machine("host-session").next_state(None, CREATE, CAN_CREATE),
+            "startedAt": utc_timestamp(),
+            "pid": child.pid,
+            "cols": cols,
+            "rows": rows,
+            "authority": {
+                "projectRoot": self.project_root,
+                "epochId": self.epoch_id,
+                "installDestination": install_destination,
+            },
+        }
+        if prompt is not None:
+            record["prompt"] = prompt
+        if restart_of is not None:
+            record["restartOf"] = restart_of.id
+        session = Session(
+            record=record,
+            child=child,
+            engine=engine,
+            marker=f"{self._variable}={session_id}".encode(),
+            grace=self._grace,
+            retained=self._retained,
+            queue=self._queue,
+            publish=self._publish,
+        )
+        with self._lock:
+            self._sessions[session_id] = session
+        session.start()
+        details: dict[str, Any] = {
+            "pid": child.pid,
+            "spawnMs": round((time.time() - started) * 1000),
+        }
+        if restart_of is not None:
+            details["restartOf"] = restart_of.id
+            session.publish(
+                "session.restarted",
+                f"{host} session {restart_of.id} restarted as {session_id}",
+                status="running",
+                details=details,
+            )
+        else:
+            session.publish(
+                "session.started",
+                f"{host} session {session_id} started",
+                status="running",
+                details=details,
+            )
+        return session

@@ -1,0 +1,156 @@
+"""Retained PTY output and the subscribers of one session.
+
+Theory of operation:
+
+- The ring keeps the newest `capacity` bytes (spec limit `retained-output`, counted in bytes)
+  as a deque of the chunks read from the master; when it grows past the bound, whole chunks
+  are dropped from the front and the oldest kept chunk is sliced, so the replay is exactly
+  the last `capacity` bytes of everything the child wrote, whatever the chunking was.
+- `subscribe(record, wake)` copies the ring and registers the subscriber under the session's
+  lock, the same lock under which `append` adds a chunk: every later chunk reaches the
+  subscriber and none of them is also in its replay (no gap, no overlap).
+- Each subscriber has a bounded queue of frames (spec limit `subscriber-queue`). One that
+  falls that far behind is cut (`SubscriberLagged` on its next `take`) and forgotten: the
+  reader never waits for a subscriber, so neither the child nor the other readers slow down.
+  The `end` frame is always queued, past the bound, so a reader that keeps up always sees it.
+- `wake` is called, under the lock, when a subscriber's queue goes from empty to non-empty
+  and when it is cut or ended. It must not block: the HTTP layer passes `GreenWaker.wake` (a
+  libev async send, safe from the engine thread).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from bundle_server._sequenced import SubscriberLagged
+
+Record = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One item of a session stream: `output` carries `data`; `state` and `end` carry the
+    session record (`end` is the last frame)."""
+
+    event: Literal["state", "output", "end"]
+    data: bytes = b""
+    session: Record = field(default_factory=dict)
+
+
+class OutputSubscription:
+    """A reader's live frames after its replay. `take()` never waits."""
+
+    def __init__(self, log: OutputLog, capacity: int, wake: Callable[[], None] | None) -> None:
+        self._log = log
+        self._capacity = capacity
+        self._frames: deque[Frame] = deque()
+        self._event = threading.Event()
+        self._wake = wake or self._event.set
+        self.lagged = False
+        self.done = False  # the end frame was taken
+
+    def _offer(self, frame: Frame) -> bool:
+        # Under the log's lock.
+        if frame.event != "end" and len(self._frames) >= self._capacity:
+            self.lagged = True
+            self._wake()
+            return False
+        self._frames.append(frame)
+        if len(self._frames) == 1:
+            self._wake()
+        return True
+
+    def take(self) -> list[Frame]:
+        """Frames since the last call ([] when none; [] forever after `end` was taken).
+
+        Raises `SubscriberLagged` once the subscriber was cut for falling behind.
+        """
+        with self._log.lock:
+            self._event.clear()
+            if self.lagged:
+                raise SubscriberLagged("session stream subscriber fell too far behind")
+            batch = list(self._frames)
+            self._frames.clear()
+            if batch and batch[-1].event == "end":
+                self.done = True
+            return batch
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait for news with the default wake (plain threads only)."""
+        return self._event.wait(timeout)
+
+    def cancel(self) -> None:
+        self._log._unsubscribe(self)
+
+
+class OutputLog:
+    """The retained bytes of one session and its live subscribers."""
+
+    def __init__(self, capacity: int, queue_capacity: int, lock: threading.Lock) -> None:
+        self.capacity = capacity
+        self.queue_capacity = queue_capacity
+        self.lock = lock
+        self._chunks: deque[bytes] = deque()
+        self._size = 0
+        self.total = 0  # every byte ever appended, retained or not
+        self._subscribers: list[OutputSubscription] = []
+        self._ended = False
+
+    # All of the following are called with `lock` held.
+
+    def append(self, data: bytes) -> None:
+        if not data:
+            return
+        self.total += len(data)
+        if len(data) >= self.capacity:
+            self._chunks.clear()
+            self._chunks.append(data[-self.capacity :])
+            self._size = self.capacity
+        else:
+            self._chunks.append(data)
+            self._size += len(data)
+            while self._size > self.capacity:
+                excess = self._size - self.capacity
+                head = self._chunks[0]
+                if len(head) <= excess:
+                    self._chunks.popleft()
+                    self._size -= len(head)
+                else:
+                    self._chunks[0] = head[excess:]
+                    self._size -= excess
+        self._broadcast(Frame("output", data=data))
+
+    def retained(self) -> bytes:
+        return b"".join(self._chunks)
+
+    def state(self, record: Record) -> None:
+        self._broadcast(Frame("state", session=record))
+
+    def end(self, record: Record) -> None:
+        self._ended = True
+        self._broadcast(Frame("end", session=record))
+        self._subscribers.clear()
+
+    def subscribe(self, record: Record, wake: Callable[[], None] | None) -> OutputSubscription:
+        subscription = OutputSubscription(self, self.queue_capacity, wake)
+        if self._ended:
+            subscription._offer(Frame("end", session=record))
+        else:
+            self._subscribers.append(subscription)
+        return subscription
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subscribers)
+
+    def _broadcast(self, frame: Frame) -> None:
+        self._subscribers = [s for s in self._subscribers if s._offer(frame)]
+
+    def _unsubscribe(self, subscription: OutputSubscription) -> None:
+        with self.lock:
+            if subscription in self._subscribers:
+                self._subscribers.remove(subscription)

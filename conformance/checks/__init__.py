@@ -1,0 +1,24 @@
+"""The built-in checks, one module per area; importing this package registers them all.
+
+guard       Host allowlist, exact Origin, session values, guard order (browser routes)
+responses   security headers, error envelope, JSON responses (every response)
+workbench   session issuance: cookie, redirect, Referrer-Policy, the page
+bodies      JSON media type and strict body validation
+trace       replay, entries, cursors, gaps, the NDJSON trace stream, sequences
+logs        raw log replay, stream and record safety
+receipts    the hook receipt route: Origin, bearer token, session ids, body limit
+streams     slow subscribers and keep-alives
+bounds      header count/size bounds and the header-read timeout
+"""
+
+from conformance.checks import (  # noqa: F401  (imported to register)
+    bodies,
+    bounds,
+    guard,
+    logs,
+    receipts,
+    responses,
+    streams,
+    trace,
+    workbench,
+)

@@ -1,0 +1,135 @@
+"""Helpers shared by the checks: the routes they aim at, receipts, replays, frames.
+
+The checks name routes by their routes.toml id and take paths, query names and methods from
+the row, so a path change in the table moves the kit with it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from bundle_contract._validation import problems
+from conformance import _expect
+from conformance._client import Headers
+from conformance._receipt import build_receipt
+from conformance._registry import Context
+from conformance._reply import Reply
+
+# The browser route the guard checks aim at: cheap, side-effect free, always mounted.
+PROBE = "trace.replay"
+RECEIPTS = "trace.receipts"
+
+
+def path(route_id: str) -> str:
+    return str(_expect.route(route_id)["path"])
+
+
+def probe(ctx: Context) -> str:
+    """The PROBE route with a cursor at the newest entry: an accepted request costs nothing
+    however long the target's history is (the guard runs before the cursor is looked at)."""
+    return f"{path(PROBE)}?after={latest(ctx, PROBE)}"
+
+
+def other_port(port: int) -> int:
+    return port + 1 if port < 65535 else port - 1
+
+
+def json_bytes(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode("utf-8")
+
+
+def receipt_token(ctx: Context) -> str:
+    """The receipt bearer token, or SKIP the check: without it no receipt can be accepted."""
+    if ctx.target.receipt_token is None:
+        ctx.skip("needs the receipt bearer token (--receipt-token)")
+    return ctx.target.receipt_token
+
+
+def bearer(token: str) -> tuple[str, str]:
+    return ("Authorization", f"Bearer {token}")
+
+
+JSON_TYPE = ("Content-Type", "application/json")
+
+
+def post_receipt(
+    ctx: Context, receipt: dict[str, Any] | bytes, headers: Headers | None = None
+) -> Reply:
+    """POST a receipt with the target's token and the JSON media type (unless `headers`)."""
+    body = receipt if isinstance(receipt, bytes) else json_bytes(receipt)
+    sent = headers if headers is not None else [bearer(receipt_token(ctx)), JSON_TYPE]
+    return ctx.client.request("POST", path(RECEIPTS), headers=sent, body=body, auth="none")
+
+
+def publish_entry(ctx: Context, events: int = 1) -> dict[str, Any]:
+    """Post one fresh receipt (which must be accepted) and return it; NOT_TESTABLE otherwise."""
+    receipt = build_receipt(events=events)
+    reply = post_receipt(ctx, receipt)
+    if reply.status != 204:
+        ctx.not_testable(f"a valid receipt was refused ({reply.describe()}): no way to publish")
+    return receipt
+
+
+def replay(ctx: Context, route_id: str, after: int | None = None) -> dict[str, Any]:
+    """The JSON body of a 200 replay; NOT_TESTABLE when the route does not answer 200 JSON."""
+    query = "" if after is None else f"?after={after}"
+    reply = ctx.client.get(path(route_id) + query)
+    if reply.status != 200 or reply.media_type != "application/json":
+        ctx.not_testable(f"GET {path(route_id)}{query}: {reply.describe()}")
+    body: dict[str, Any] = reply.json()
+    return body
+
+
+def trace_replay(ctx: Context, after: int | None = None) -> dict[str, Any]:
+    body = replay(ctx, "trace.replay", after)
+    if problems("TraceReplay.json", body):
+        ctx.not_testable("the trace replay does not conform to TraceReplay.json")
+    return body
+
+
+def wait_for_entries(
+    ctx: Context, after: int, request_id: str, timeout: float
+) -> list[dict[str, Any]]:
+    """Entries after `after` whose correlation carries `request_id`, polling until `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        entries = [
+            e
+            for e in trace_replay(ctx, after)["entries"]
+            if e.get("correlation", {}).get("requestId") == request_id
+        ]
+        if entries or time.monotonic() > deadline:
+            return entries
+        time.sleep(0.05)
+
+
+def contiguous(sequences: list[int], start: int | None = None) -> str | None:
+    """Why `sequences` is not start, start+1, ... (None when it is)."""
+    expected = start if start is not None else (sequences[0] if sequences else 0)
+    for sequence in sequences:
+        if sequence != expected:
+            return f"sequence {sequence} where {expected} was due"
+        expected += 1
+    return None
+
+
+def latest(ctx: Context, route_id: str) -> int:
+    """A replay route's latest sequence, cheaply: a replay after the last one this run saw.
+
+    Sequences only grow, so the previous value is always a valid cursor, and the answer holds
+    only what was published since (a replay after 0 could be the whole retained history).
+    """
+    key = f"latest:{route_id}"
+    body = replay(ctx, route_id, ctx.shared.get(key, 0))
+    value = int(body.get("replay", body)["latestSequence"])
+    ctx.shared[key] = value
+    return value
+
+
+def near_miss(secret: str) -> str:
+    """A value of the same length as `secret` that differs in its last character."""
+    if not secret:
+        return "x"
+    return secret[:-1] + ("a" if secret[-1] != "a" else "b")

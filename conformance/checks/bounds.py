@@ -1,0 +1,84 @@
+"""Request-header bounds and the header-read timeout (SHOULD-level, so failures are WARN).
+
+Too many or too large headers must be refused with 431 (BX1006 when the body is an error
+envelope) or by closing the connection. The header-read timeout check sends half a request and
+waits for the server to drop it: it takes longer than `header-read-timeout`, so it is slow.
+"""
+
+from __future__ import annotations
+
+import time
+
+from conformance import _expect
+from conformance._client import Client, TransportError, read_reply
+from conformance._registry import Context, check
+from conformance._reply import Reply
+from conformance.checks._common import PROBE, path
+
+MARGIN = 3.0  # seconds past the server's timeout before the kit calls the connection kept
+
+
+def _send_headers(client: Client, headers: list[tuple[str, str]], timeout: float) -> Reply | None:
+    """The reply to a GET with `headers`, None when the server closed the connection instead."""
+    sock = client.connect()
+    try:
+        try:
+            sock.sendall(client.request_head("GET", path(PROBE), headers))
+        except OSError:
+            return None
+        return read_reply(sock, "GET", timeout)
+    except TransportError:
+        return None
+    finally:
+        sock.close()
+
+
+def _refused(ctx: Context, label: str, reply: Reply | None) -> None:
+    if reply is None:
+        ctx.note(f"{label}: connection closed")
+        return
+    if not ctx.check(reply.status == 431, f"{label}: answered {reply.describe()}, not 431"):
+        return
+    if reply.media_type == "application/json":
+        ctx.expect_error(reply, "BX1006", label)
+    ctx.note(f"{label}: {reply.describe()}")
+
+
+@check("GUARD-023")
+def header_bounds(ctx: Context) -> None:
+    """More than `header-count` headers, or over `header-bytes` of them, are refused."""
+    session = (_expect.session_header(), ctx.target.session)
+    count = _expect.limit("header-count")
+    many = [session] + [(f"X-Conformance-{n}", "x") for n in range(count)]
+    _refused(ctx, f"{len(many) + 1} headers", _send_headers(ctx.client, many, ctx.target.timeout))
+    size = _expect.limit("header-bytes")
+    filler = "x" * 1000
+    big = [session] + [(f"X-Conformance-{n}", filler) for n in range(size // 1000 + 1)]
+    _refused(
+        ctx,
+        f"{sum(len(v) for _, v in big)} header bytes",
+        _send_headers(ctx.client, big, ctx.target.timeout),
+    )
+
+
+@check("GUARD-022", slow=True)
+def header_read_timeout(ctx: Context) -> None:
+    """A connection that never finishes its headers is dropped within `header-read-timeout`."""
+    allowed = _expect.limit("header-read-timeout") / 1000 + MARGIN
+    sock = ctx.client.connect()
+    started = time.monotonic()
+    try:
+        partial = ctx.client.request_head("GET", path(PROBE), [])[:-2]  # no blank line
+        sock.sendall(partial)
+        sock.settimeout(allowed)
+        try:
+            while sock.recv(4096):
+                pass  # a 408 before the close is fine
+        except TimeoutError:
+            ctx.fail(f"a partial request was still open after {allowed:.0f}s")
+            return
+        except (OSError, ConnectionError):
+            pass
+    finally:
+        sock.close()
+    ctx.note(f"a partial request was dropped after {time.monotonic() - started:.1f}s")

@@ -1,0 +1,326 @@
+"""The unified trace: replay shape, entry fields, cursors, gaps, the NDJSON stream, sequences.
+
+Entries appear when something publishes. Given the receipt token, the kit posts its own
+receipts (`_receipt`) to make them; without it, checks that need entries use whatever the
+target already holds and SKIP with the reason when there is nothing to inspect.
+
+Sequences are one counter across the hub: a replay after N starts at N + 1, entries step by
+exactly 1, and the stream continues the replay with no gap and no duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bundle_contract._validation import problems
+from conformance import _expect
+from conformance._registry import Context, check
+from conformance._reply import Reply
+from conformance._stream import Stream
+from conformance.checks._common import contiguous, latest, path, publish_entry, trace_replay
+from conformance.checks._frames import ids_for, item_sequences, read_frames
+
+ENTRY_FIELDS = {
+    "id": ("TRACE-001",),
+    "sequence": ("TRACE-002",),
+    "occurredAt": ("TRACE-003",),
+    "source": ("TRACE-004",),
+    "kind": ("TRACE-005",),
+    "summary": ("TRACE-006",),
+    "correlation": ("TRACE-007", "TRACE-012"),
+    "status": ("TRACE-008",),
+    "durationMs": ("TRACE-009",),
+    "details": ("TRACE-010",),
+    "href": ("TRACE-011",),
+}
+ENTRY_IDS = tuple(f"TRACE-{n:03d}" for n in range(1, 13) if n != 13)
+REPLAY_FIELDS = {"entries": ("TRACE-014",), "gap": ("TRACE-015",), "latestSequence": ("TRACE-016",)}
+GAP_FIELDS = {
+    "type": ("TRACE-017",),
+    "droppedCount": ("TRACE-018",),
+    "firstAvailableSequence": ("TRACE-018",),
+    "requestedAfterSequence": ("TRACE-018",),
+}
+# How many entries the kit publishes at most while looking for a gap (retention is the
+# server's; a server retaining more than this never shows one to the kit).
+INSPECT = 64  # newest entries whose fields are inspected
+BATCHES = 4  # receipts published where sequences are checked
+GAP_MARGIN = 64  # entries published past `trace-retention` to push the oldest out
+GAP_EVENTS = max(1, _expect.limit("receipt-events") * 3 // 4)  # kernel events per receipt
+
+
+@check("TRACE-019", "TRACE-014", "TRACE-015", "TRACE-016")
+def trace_replay_shape(ctx: Context) -> None:
+    """GET /api/trace answers a TraceReplay as JSON."""
+    for query in ("", "?after=0"):
+        reply = ctx.client.get(path("trace.replay") + query)
+        if not ctx.check(
+            reply.status == 200 and reply.media_type == "application/json",
+            f"GET {path('trace.replay')}{query}: {reply.describe()}",
+        ):
+            continue
+        for problem in problems("TraceReplay.json", reply.json()):
+            if problem.startswith("$.entries["):
+                continue  # the fields of an entry are TRACE-001..012's concern
+            ctx.fail(problem, *ids_for(problem, REPLAY_FIELDS, ("TRACE-019",)))
+    ctx.note("GET /api/trace answers application/json conforming to TraceReplay.json")
+
+
+def entries_to_inspect(ctx: Context) -> list[dict[str, Any]]:
+    """Retained entries; one receipt is posted first when the target holds none."""
+    # The newest entries only: a replay after 0 may be the whole retained history.
+    after = max(0, latest(ctx, "trace.replay") - INSPECT)
+    entries: list[dict[str, Any]] = trace_replay(ctx, after)["entries"]
+    if not entries and ctx.target.receipt_token is not None:
+        publish_entry(ctx)
+        entries = trace_replay(ctx, after)["entries"]
+    if not entries:
+        ctx.skip("the target holds no trace entries and no receipt token was given to make one")
+    return entries
+
+
+@check(*ENTRY_IDS)
+def trace_entry_fields(ctx: Context) -> None:
+    """Every retained entry has the TraceEntry fields with their types; details are bounded."""
+    entries = entries_to_inspect(ctx)
+    bound = _expect.limit("trace-details-bytes")
+    allowed = set(_expect.schema("TraceCorrelation")["properties"])
+    for entry in entries:
+        label = f"entry {entry.get('sequence', '?')}"
+        for problem in problems("TraceEntry.json", entry):
+            ctx.fail(f"{label}: {problem}", *ids_for(problem, ENTRY_FIELDS, ENTRY_IDS))
+        if "details" in entry:
+            size = len(json.dumps(entry["details"], separators=(",", ":")).encode("utf-8"))
+            ctx.check(size <= bound, f"{label}: details of {size} bytes > {bound}", "TRACE-010")
+        extra = set(entry.get("correlation") or {}) - allowed
+        ctx.check(not extra, f"{label}: correlation keys {sorted(extra)}", "TRACE-012")
+    ctx.note(f"{len(entries)} entries conform to TraceEntry.json, details within {bound} bytes")
+
+
+@check("TRACE-002")
+def trace_sequence(ctx: Context) -> None:
+    """Replayed sequences step by exactly 1 and a replay after N starts at N + 1."""
+    if ctx.target.receipt_token is not None:
+        # Several publications, each a batch of entries: numbering slips show between batches.
+        for _ in range(BATCHES):
+            publish_entry(ctx, events=2)
+    entries = entries_to_inspect(ctx)
+    sequences = [e["sequence"] for e in entries]
+    why = contiguous(sequences)
+    ctx.check(why is None, f"replay after {sequences[0] - 1}: {why} ({sequences[:8]}...)")
+    body = trace_replay(ctx, sequences[0])
+    later = [e["sequence"] for e in body["entries"]]
+    if later:
+        why = contiguous(later, sequences[0] + 1)
+        ctx.check(why is None, f"replay after {sequences[0]}: {why}")
+    ctx.check(
+        body["latestSequence"] >= sequences[-1],
+        f"latestSequence {body['latestSequence']} below the last entry {sequences[-1]}",
+    )
+    ctx.note(f"{len(sequences)} entries numbered {sequences[0]}..{sequences[-1]} without a hole")
+
+
+CURSOR_ROUTES = ("trace.replay", "trace.stream", "logs.replay", "logs.stream")
+
+
+def _cursor_reply(ctx: Context, route_id: str, raw: str) -> Reply:
+    """The answer to `after=raw`; a stream that opens becomes a 200 reply without a body."""
+    with ctx.client.stream(f"{path(route_id)}?after={raw}") as opened:
+        return opened.reply_head() if isinstance(opened, Stream) else opened
+
+
+@check("SRV-006", "TRACE-025", "TRACE-026", "TRACE-028")
+def cursors(ctx: Context) -> None:
+    """Cursors are non-negative safe integers: others are 400 BX3001, ahead ones 409 BX3002."""
+    top = _expect.limit("cursor")
+    malformed = ["-1", "abc", "1.5", "1e3", "", "0x10", "%2B1", "%201", str(top + 1), "9" * 40]
+    for route_id in CURSOR_ROUTES:
+        on_trace = route_id.startswith("trace.")
+        status_ids = ("SRV-006", "TRACE-025") if on_trace else ("SRV-006",)
+        code_ids = ("TRACE-028",) if on_trace else ("SRV-006",)
+        for raw in malformed:
+            _expect_code(
+                ctx,
+                _cursor_reply(ctx, route_id, raw),
+                "BX3001",
+                route_id,
+                raw,
+                status_ids,
+                code_ids,
+            )
+        ahead_ids = ("TRACE-026",) if on_trace else ("SRV-006",)
+        for raw in (str(top), str(_latest(ctx, route_id) + 1000)):
+            _expect_code(
+                ctx,
+                _cursor_reply(ctx, route_id, raw),
+                "BX3002",
+                route_id,
+                raw,
+                (*ahead_ids, "SRV-006"),
+                code_ids,
+            )
+        for raw in ("0", str(_latest(ctx, route_id))):
+            reply = _cursor_reply(ctx, route_id, raw)
+            ctx.check(reply.status == 200, f"{route_id} after={raw}: {reply.describe()}", "SRV-006")
+    ctx.note(
+        f"{len(malformed)} malformed cursors answer 400 BX3001 and ahead ones 409 BX3002 on"
+        f" {len(CURSOR_ROUTES)} routes; 0 and the latest sequence are accepted"
+    )
+
+
+def _latest(ctx: Context, route_id: str) -> int:
+    return latest(ctx, "trace.replay" if route_id.startswith("trace.") else "logs.replay")
+
+
+def _expect_code(
+    ctx: Context,
+    reply: Reply,
+    code: str,
+    route_id: str,
+    raw: str,
+    status_ids: tuple[str, ...],
+    code_ids: tuple[str, ...],
+) -> None:
+    status = _expect.error_status(code)
+    what = f"{route_id} after={raw!r}"
+    ctx.check(reply.status == status, f"{what}: {reply.describe()}, not {status}", *status_ids)
+    got = reply.error_code()
+    ctx.check(
+        got == code and got in _expect.route_errors(route_id),
+        f"{what}: code {got}, not the registered {code}",
+        *code_ids,
+    )
+
+
+@check("TRACE-021")
+def omitted_after(ctx: Context) -> None:
+    """A replay without `after` equals the replay after 0."""
+    for _ in range(3):
+        plain, zero = trace_replay(ctx), trace_replay(ctx, 0)
+        if plain["latestSequence"] == zero["latestSequence"]:
+            break
+    same = [e["sequence"] for e in plain["entries"]] == [e["sequence"] for e in zero["entries"]]
+    ctx.check(same and plain.get("gap") == zero.get("gap"), "replay without after != after=0")
+    ctx.note(f"both replay {len(zero['entries'])} entries up to {zero['latestSequence']}")
+
+
+def _find_gap(ctx: Context) -> dict[str, Any]:
+    """A replay after 0 that carries a gap; the kit publishes past `trace-retention` for one."""
+    body = trace_replay(ctx, 0)
+    if "gap" in body or ctx.target.receipt_token is None:
+        if "gap" not in body:
+            ctx.skip("no gap to inspect, and no receipt token to publish past the retention")
+        return body
+    budget = _expect.limit("trace-retention") + GAP_MARGIN
+    newest = int(body["latestSequence"])
+    first = body["entries"][0]["sequence"] if body["entries"] else newest + 1
+    while newest - first + 1 <= budget:
+        # One receipt shows how many entries a receipt makes; then publish the rest in one go.
+        publish_entry(ctx, events=GAP_EVENTS)
+        grown, newest = latest(ctx, "trace.replay") - newest, latest(ctx, "trace.replay")
+        for _ in range((budget - (newest - first + 1)) // max(1, grown) + 1):
+            publish_entry(ctx, events=GAP_EVENTS)
+        newest = latest(ctx, "trace.replay")
+    body = trace_replay(ctx, 0)
+    if "gap" not in body:
+        ctx.skip(f"no gap: the target retains more than the {budget} entries the kit published")
+    return body
+
+
+@check("TRACE-022", "TRACE-023", "TRACE-017", "TRACE-018", order=1)
+def trace_gap(ctx: Context) -> None:
+    """A cursor before retained history gets a gap in the replay and as the stream's 1st frame."""
+    body = _find_gap(ctx)
+    gap, entries = body["gap"], body["entries"]
+    for problem in problems("TraceReplayGap.json", gap):
+        ctx.fail(f"replay gap: {problem}", *ids_for(problem, GAP_FIELDS, ("TRACE-017",)))
+    first = gap.get("firstAvailableSequence")
+    ctx.check(
+        gap.get("requestedAfterSequence") == 0
+        and bool(entries)
+        and entries[0]["sequence"] == first,
+        f"gap {gap} does not match the replay starting at {entries[:1]}",
+        "TRACE-022",
+    )
+    ctx.check(
+        isinstance(first, int) and gap.get("droppedCount") == first - 1,
+        f"gap droppedCount {gap.get('droppedCount')} != firstAvailableSequence - 1",
+        "TRACE-022",
+    )
+    if isinstance(first, int) and first > 2:
+        later = trace_replay(ctx, 1).get("gap", {})
+        ctx.check(
+            later.get("requestedAfterSequence") == 1 and later.get("droppedCount") == first - 2,
+            f"replay after 1: gap {later}",
+            "TRACE-022",
+        )
+    with ctx.client.stream(f"{path('trace.stream')}?after=0") as opened:
+        if not isinstance(opened, Stream):
+            ctx.fail(f"trace stream after=0: {opened.describe()}", "TRACE-023")
+            return
+        frames = read_frames(opened, ctx.target.stream_timeout, lambda f: len(f) >= 2)
+    again = trace_replay(ctx, 0).get("gap")
+    head = frames[0] if frames else None
+    ctx.check(
+        head in (gap, again),
+        f"stream after=0 starts with {str(head)[:120]}, not the replay's gap {gap}",
+        "TRACE-023",
+    )
+    if len(frames) > 1 and isinstance(head, dict):
+        ctx.check(
+            item_sequences(frames[1:2], "TraceMessage.json", "entry")
+            == [head.get("firstAvailableSequence")],
+            f"the frame after the gap is {str(frames[1])[:120]}",
+            "TRACE-023",
+        )
+    ctx.note(f"gap {gap} in the replay and as the stream's first frame")
+
+
+@check("TRACE-020", "TRACE-024", "STREAM-002")
+def trace_stream(ctx: Context) -> None:
+    """The stream is application/x-ndjson TraceMessage lines continuing exactly after the cursor."""
+    newest = latest(ctx, "trace.replay")
+    token = ctx.target.receipt_token
+    after = newest if token else max(0, newest - 3)
+    with ctx.client.stream(f"{path('trace.stream')}?after={after}") as opened:
+        if not isinstance(opened, Stream):
+            ctx.fail(f"GET {path('trace.stream')}?after={after}: {opened.describe()}")
+            return
+        media = dict((k.lower(), v) for k, v in opened.headers).get("content-type") or ""
+        ctx.check(
+            media.split(";")[0].strip().lower() == "application/x-ndjson",
+            f"stream Content-Type {media!r}",
+            "TRACE-020",
+            "STREAM-002",
+        )
+        receipt = None
+        for _ in range(BATCHES if token else 0):
+            receipt = publish_entry(ctx, events=2)  # the stream must carry every batch
+        wanted = receipt["requestId"] if receipt else None
+        bad: list[str] = []
+
+        def done(frames: list[Any]) -> bool:
+            entries = [f.get("entry", {}) for f in frames if isinstance(f, dict)]
+            if wanted is None:
+                return any(e.get("sequence", 0) >= newest for e in entries) or newest == after
+            return any(e.get("correlation", {}).get("requestId") == wanted for e in entries)
+
+        frames = read_frames(opened, ctx.target.stream_timeout, done, bad)
+    for line in bad:
+        ctx.fail(f"stream line is not JSON: {line!r}", "TRACE-024")
+    for frame in frames:
+        for problem in problems("TraceMessage.json", frame):
+            ctx.fail(f"frame {str(frame)[:80]}: {problem}", "TRACE-024")
+    sequences = item_sequences(frames, "TraceMessage.json", "entry")
+    why = contiguous(sequences, after + 1)
+    ctx.check(why is None, f"stream after={after}: {why}", "TRACE-020")
+    if wanted is not None:
+        ctx.check(
+            done(frames),
+            f"the receipt's entries never reached the stream ({len(frames)} frames)",
+            "TRACE-020",
+        )
+    if not frames:
+        ctx.skip_ids("no frames to inspect (no entries and no receipt token)", "TRACE-024")
+    ctx.note(f"{len(frames)} NDJSON TraceMessage frames, entries {after + 1}.. without a hole")

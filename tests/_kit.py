@@ -1,0 +1,63 @@
+"""Shared by the conformance test modules: our server stack on a loopback port (optionally
+wrapped in deliberately broken middleware) and small helpers to run and read the kit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from bundle_server._app import create_app
+from bundle_server._log_hub import LogBridge, LogHub
+from bundle_server._shell import LoopbackShell
+from bundle_server._trace_hub import TraceHub
+from conformance import Report, Status, Target, run
+
+SESSION = "s" * 43
+RECEIPT = "r" * 43
+WSGIApp = Callable[..., Any]
+
+
+@contextmanager
+def serve(
+    wrap: Callable[[WSGIApp], WSGIApp] = lambda app: app,
+    *,
+    hub: TraceHub | None = None,
+    keepalive: float | None = 0.5,
+    header_timeout: float | None = 1.0,
+) -> Iterator[Target]:
+    """Our server stack on a loopback port, `wrap`ped; yields the kit's Target for it."""
+    shell = LoopbackShell("127.0.0.1", 0, header_timeout=header_timeout)
+    logs = LogHub()
+    bridge = LogBridge(logs).attach()
+    try:
+        app = create_app(
+            port=shell.port,
+            session_token=SESSION,
+            receipt_token=RECEIPT,
+            hub=hub or TraceHub(),
+            logs=logs,
+            keepalive=keepalive,
+        )
+        shell.start(wrap(app))
+        yield Target(shell.url, SESSION, RECEIPT)
+    finally:
+        shell.stop()
+        bridge.detach()
+
+
+def run_kit(target: Target, *select: str, slow: bool = False) -> Report:
+    """Run the kit (all of it by default) against `target`."""
+    return run(Target(target.url, target.session, target.receipt_token, slow=slow), select or ["*"])
+
+
+def failing(report: Report) -> set[str]:
+    return {r.requirement for r in report.results if r.status.failing}
+
+
+def describe(report: Report, wanted: set[str] | None = None) -> str:
+    return "\n".join(
+        f"{r.requirement} {r.status.value}: {r.reason}"
+        for r in report.results
+        if r.status is not Status.PASS and (wanted is None or r.requirement in wanted)
+    )

@@ -1,0 +1,329 @@
+"""The conformance kit against our own server: every requirement in scope passes.
+
+Two servers, both real loopback servers in this process:
+
+- `start_dev_server`, as a user runs it: the whole kit (without the slow checks) must pass;
+- `serve()`: the same stack (gevent shell, app, hubs, log bridge) assembled here so tests can
+  shorten the keep-alive interval and header-read timeout through their test seams, and wrap
+  the app in deliberately broken middleware (tests/test_conformance_variants.py). The slow
+  checks run against it, quickly.
+
+The helpers (`serve`, `run_kit`, ...) live in `_kit.py`, shared by the conformance test
+modules.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from _kit import describe, run_kit, serve
+
+from bundle_contract._spec import get_spec
+from bundle_contract._validation import problems
+from bundle_server import DevServer, start_dev_server
+from conformance import (
+    Check,
+    Context,
+    Report,
+    Status,
+    Target,
+    check,
+    registered,
+    run,
+    traceability,
+)
+from conformance._expect import limit, requirement, requirements
+from conformance._receipt import build_receipt
+from conformance._registry import REGISTRY, NotTestable, covered_ids
+from conformance._runner import run_check
+from conformance._stream import Stream
+
+
+def ids(*spans: str) -> set[str]:
+    """`ids("GUARD-001..003", "SRV-004")` -> the listed ids, ranges expanded."""
+    found: set[str] = set()
+    for span in spans:
+        first, _, last = span.partition("..")
+        area, _, start = first.partition("-")
+        end = last.partition("-")[2] if "-" in last else (last or start)
+        found |= {f"{area}-{n:03d}" for n in range(int(start), int(end) + 1)}
+    return found
+
+
+# Every requirement this issue's server must pass over HTTP (the rest of the table is excluded
+# or belongs to later capabilities: host sessions, invocations, runtime runs, MCP).
+IN_SCOPE = (
+    ids("GUARD-001..003", "GUARD-005..012", "GUARD-015..019", "GUARD-022..025")
+    | ids("GUARD-027..028", "SRV-004..007", "AUTH-001..002", "AUTH-004", "AUTH-006..007")
+    | ids("AUTH-016", "ENV-001..002", "ENV-012", "ERR-011", "LIM-010", "RCPT-007..009")
+    | ids("TRACE-001..012", "TRACE-014..026", "TRACE-028", "STREAM-002", "STREAM-004..006")
+    | ids("LOG-001..002", "LOG-004..006", "LOG-008")
+)
+# In scope but not observable on this server yet, with the reason the kit gives.
+KNOWN_SKIPS = {"STREAM-001": "every SSE route streams an existing session or invocation"}
+SLOW = {requirement for c in registered() if c.slow for requirement in c.ids}
+
+
+@pytest.fixture(scope="module")
+def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    with start_dev_server(tmp_path_factory.mktemp("project"), header_timeout=1.0) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def full_report(dev_server: DevServer) -> Report:
+    target = Target(dev_server.url, dev_server.session_token, dev_server.receipt_token)
+    return run_kit(target)
+
+
+@pytest.fixture(scope="module")
+def slow_report() -> Report:
+    with serve() as target:
+        return run_kit(target, *sorted(SLOW), slow=True)
+
+
+# --- The kit against our server ----------------------------------------------------------------
+
+
+def test_the_whole_kit_passes_against_the_dev_server(full_report: Report) -> None:
+    assert full_report.ok(strict=True), describe(full_report)
+    skipped = {r.requirement: r.reason for r in full_report.results if r.status is Status.SKIP}
+    assert set(skipped) == SLOW | set(KNOWN_SKIPS), describe(full_report)
+    for requirement_id, reason in KNOWN_SKIPS.items():
+        assert reason in skipped[requirement_id]
+
+
+def test_the_slow_checks_pass_with_short_server_timers(slow_report: Report) -> None:
+    assert {r.requirement for r in slow_report.results} == SLOW
+    assert all(r.status is Status.PASS for r in slow_report.results), describe(slow_report)
+
+
+def test_every_requirement_in_scope_passes(full_report: Report, slow_report: Report) -> None:
+    passed = {
+        r.requirement for r in full_report.results + slow_report.results if r.status is Status.PASS
+    }
+    assert IN_SCOPE - set(KNOWN_SKIPS) <= passed, sorted(IN_SCOPE - passed)
+    assert set(covered_ids()) >= IN_SCOPE, sorted(IN_SCOPE - set(covered_ids()))
+
+
+def test_results_carry_one_line_reasons(full_report: Report) -> None:
+    for result in full_report.results:
+        assert result.reason and "\n" not in result.reason, result
+        assert result.level == requirement(result.requirement)["level"]
+
+
+# --- Traceability --------------------------------------------------------------------------------
+
+
+def test_every_requirement_is_tested_untested_or_excluded_with_a_reason() -> None:
+    rows = traceability()
+    assert [row.requirement for row in rows] == [row["id"] for row in requirements()]
+    for row in rows:
+        assert row.state in ("tested", "untested", "excluded"), row
+        assert row.reason, row
+        if row.state == "tested":
+            assert row.checks and row.method == "http", row
+        elif row.state == "excluded":
+            assert row.method != "http", row
+            spec_row = requirement(row.requirement)
+            if row.method == "none":
+                assert row.reason == spec_row["why"], row
+            else:
+                assert row.reason == f"verified by the {row.method} tests, not over HTTP"
+        else:
+            assert row.method == "http" and not row.checks, row
+
+
+def test_checks_name_only_existing_http_requirements() -> None:
+    table = {row["id"]: row for row in requirements()}
+    for item in registered():
+        assert item.ids, item.name
+        for requirement_id in item.ids:
+            assert table[requirement_id]["check"] == "http", (item.name, requirement_id)
+
+
+def test_a_check_for_an_unknown_or_non_http_requirement_is_refused() -> None:
+    with pytest.raises(KeyError):
+        check("GUARD-999")
+    with pytest.raises(ValueError, match="not over HTTP"):
+        check("GUARD-004")
+    with pytest.raises(ValueError, match="requirement id"):
+        check("guard-1")
+    with pytest.raises(ValueError):
+        check()
+
+
+def test_untested_rows_are_the_later_capabilities() -> None:
+    untested = {row.requirement for row in traceability() if row.state == "untested"}
+    assert not untested & IN_SCOPE
+    areas = {requirement_id.split("-")[0] for requirement_id in untested}
+    assert areas <= {"SRV", "INV", "HS", "RUN", "MCP", "PTY", "ERR", "LIM", "ENV", "EVT", "STAT"}
+
+
+# --- Verdicts -----------------------------------------------------------------------------
+
+
+def _fake(name: str, ids_: tuple[str, ...], function: Callable[[Context], None]) -> Check:
+    return Check(name, ids_, function, slow=False, doc=f"{name} doc")
+
+
+def test_findings_fold_into_one_result_per_requirement() -> None:
+    def passes(ctx: Context) -> None:
+        ctx.note("held")
+
+    def fails_one(ctx: Context) -> None:
+        ctx.fail("broken", "GUARD-008")
+
+    def skips(ctx: Context) -> None:
+        ctx.skip("not here")
+
+    def crashes(ctx: Context) -> None:
+        raise RuntimeError("kit bug")
+
+    def no_verdict(ctx: Context) -> None:
+        raise NotTestable("never appeared")
+
+    def falls_short(ctx: Context) -> None:
+        ctx.fail("late")
+
+    checks = [
+        _fake("a.passes", ("GUARD-008", "GUARD-009", "GUARD-023"), passes),
+        _fake("a.fails_one", ("GUARD-008", "GUARD-009"), fails_one),
+        _fake("a.skips", ("GUARD-009", "GUARD-010"), skips),
+        _fake("a.crashes", ("GUARD-011",), crashes),
+        _fake("a.no_verdict", ("GUARD-012",), no_verdict),
+        _fake("a.should", ("GUARD-022",), falls_short),
+    ]
+    report = run(Target("http://127.0.0.1:9", "x"), ["GUARD-*"], checks=checks)
+    status = {r.requirement: r.status for r in report.results}
+    assert status == {
+        "GUARD-008": Status.FAIL,
+        "GUARD-009": Status.PASS,  # a SKIP of one check does not hide another's PASS
+        "GUARD-010": Status.SKIP,
+        "GUARD-011": Status.NOT_TESTABLE,
+        "GUARD-012": Status.NOT_TESTABLE,
+        "GUARD-022": Status.WARN,  # SHOULD
+        "GUARD-023": Status.PASS,
+    }
+    assert "broken" in report.result("GUARD-008").reason
+    assert "kit bug" in report.result("GUARD-011").reason
+    assert not report.ok() and report.counts()["WARN"] == 1
+    only = run(Target("http://127.0.0.1:9", "x"), ["GUARD-022"], checks=checks)
+    assert only.ok() and not only.ok(strict=True)
+
+
+def test_a_refused_connection_is_not_testable() -> None:
+    (probe,) = [c for c in registered() if c.name == "guard.host_allowlist"]
+    found = run_check(probe, Target("http://127.0.0.1:9", "x", timeout=1), {})
+    assert found["GUARD-002"][0] is Status.NOT_TESTABLE
+    assert "transport" in found["GUARD-002"][1]
+
+
+def test_slow_checks_skip_unless_asked_for() -> None:
+    item = next(c for c in registered() if c.slow)
+    report = run(Target("http://127.0.0.1:9", "x"), list(item.ids), checks=[item])
+    assert all(r.status is Status.SKIP and "--slow" in r.reason for r in report.results)
+
+
+def test_target_validation() -> None:
+    target = Target("http://[::1]:8731", "x")
+    assert (target.hostname, target.port, target.host_header) == ("::1", 8731, "[::1]:8731")
+    assert target.origin == "http://[::1]:8731"
+    for bad in ("https://127.0.0.1:1", "http://127.0.0.1:1/api", "127.0.0.1:1"):
+        with pytest.raises(ValueError):
+            Target(bad, "x")
+
+
+# --- The kit's own receipt and stream reader --------------------------------------------------
+
+
+@pytest.mark.parametrize("events,pad", [(1, 0), (limit("receipt-events") // 2, 1500)])
+def test_the_kits_receipt_is_valid_and_within_the_body_limit(events: int, pad: int) -> None:
+    receipt = build_receipt(events=events, pad=pad)
+    assert problems("EventTraceReceipt.json", receipt) == []
+    assert len(json.dumps(receipt, separators=(",", ":"))) < limit("receipt-body")
+    assert build_receipt()["requestId"] != build_receipt()["requestId"]
+    assert build_receipt(session_id="hs_0000000000000000")["sessionId"] == "hs_0000000000000000"
+
+
+def test_every_check_has_a_docstring_and_the_modules_explain_themselves() -> None:
+    import conformance.checks as package
+
+    for item in REGISTRY.values():
+        assert item.function.__doc__, item.name
+    for path in Path(package.__file__).parent.glob("*.py"):
+        assert re.match(r'^"""', path.read_text(encoding="utf-8")), path
+
+
+class _Socket:
+    """Feeds a Stream recorded bytes in arbitrary pieces, then EOF."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+
+    def settimeout(self, value: float) -> None:
+        pass
+
+    def recv(self, size: int) -> bytes:
+        return self.pieces.pop(0) if self.pieces else b""
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_stream_reader_decodes_chunks_split_anywhere() -> None:
+    body = b'{"a":1}\n\n{"b":2}\n'
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (body[:3], body[3:])) + b"0\r\n\r\n"
+    raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked
+    stream = Stream(_Socket([raw[i : i + 5] for i in range(0, len(raw), 5)]), 1)  # type: ignore[arg-type]
+    assert stream.status == 200
+    assert [stream.next_frame(1), stream.next_frame(1), stream.next_frame(1)] == [
+        {"a": 1},
+        {"b": 2},
+        None,
+    ]
+    assert stream.ended
+
+
+def test_the_stream_reader_reads_length_and_bodiless_responses() -> None:
+    raw = b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 4\r\n\r\nnopeEXTRA"
+    assert Stream(_Socket([raw]), 1).read_body(1) == b"nope"  # type: ignore[arg-type]
+    empty = Stream(_Socket([b"HTTP/1.1 204 No Content\r\n\r\n"]), 1)  # type: ignore[arg-type]
+    assert empty.ended and empty.read_body(1) == b""
+
+
+def test_the_spec_values_the_kit_reads_are_the_tables() -> None:
+    assert limit("receipt-body") == get_spec().limit("receipt-body")["maximum"]
+
+
+def test_the_public_api_is_stated_once() -> None:
+    import ast
+
+    import conformance
+
+    assert conformance.__all__ == sorted(conformance._EXPORTS)
+    for name in conformance.__all__:
+        assert getattr(conformance, name) is not None, name
+    tree = ast.parse(Path(conformance.__file__).read_text(encoding="utf-8"))
+    guarded = next(n for n in tree.body if isinstance(n, ast.If))
+    imported = {
+        alias.name: node.module
+        for node in guarded.body
+        if isinstance(node, ast.ImportFrom) and node.module != "typing"
+        for alias in node.names
+    }
+    assert imported == {name: f"conformance.{m}" for name, m in conformance._EXPORTS.items()}
+    with pytest.raises(AttributeError, match="nothing_here"):
+        conformance.nothing_here  # noqa: B018
+
+
+def test_the_plugin_module_loads_no_kit_until_asked(
+    modules_loaded_by: Callable[[str], set[str]],
+) -> None:
+    # Loaded by every pytest session of an environment with bundle-devkit installed.
+    loaded = modules_loaded_by("import conformance.pytest_plugin")
+    assert not {m for m in loaded if m.startswith(("conformance._", "bundle_contract"))}

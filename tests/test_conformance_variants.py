@@ -1,0 +1,110 @@
+"""The kit can fail: deliberately broken variants of our server fail exactly the requirements
+they break, and nothing else in the areas the kit runs for them.
+
+Each variant is our real server stack (`serve`, from test_conformance) with one fault: a WSGI
+middleware in front of the app, or a TraceHub that misnumbers its entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from _kit import SESSION, describe, failing, run_kit, serve
+
+from bundle_server._trace_hub import TraceHub
+from conformance import Report, Status
+from conformance._expect import route, session_header
+
+Environ = dict[str, Any]
+WSGIApp = Callable[[Environ, Callable[..., Any]], Iterable[bytes]]
+RECEIPTS = route("trace.receipts")["path"]
+# The areas the middleware variants are run for: every fast check of the guard, the receipt
+# route and responses (the trace and log checks cannot notice a header fault).
+GUARD_AREAS = ("GUARD-*", "SRV-*", "AUTH-*", "ENV-*", "ERR-*", "RCPT-*", "LIM-*")
+
+
+def assert_fails_exactly(report: Report, expected: set[str]) -> None:
+    assert failing(report) == expected, describe(report)
+    assert all(report.result(i).status is Status.FAIL for i in expected)
+
+
+def drop_origin(only: Callable[[str], bool]) -> Callable[[WSGIApp], WSGIApp]:
+    """Middleware deleting the Origin header (on the paths `only` picks) before the app sees it."""
+
+    def wrap(app: WSGIApp) -> WSGIApp:
+        def middleware(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+            if only(environ["PATH_INFO"]):
+                environ.pop("HTTP_ORIGIN", None)
+            return app(environ, start_response)
+
+        return middleware
+
+    return wrap
+
+
+def test_a_guard_that_accepts_any_origin_fails_the_origin_policy() -> None:
+    with serve(drop_origin(lambda path: path != RECEIPTS)) as target:
+        report = run_kit(target, *GUARD_AREAS)
+    assert_fails_exactly(report, {"GUARD-001", "GUARD-003", "SRV-005"})
+
+
+def test_a_receipt_route_that_accepts_an_origin_fails_the_receipt_origin_rules() -> None:
+    with serve(drop_origin(lambda path: path == RECEIPTS)) as target:
+        report = run_kit(target, *GUARD_AREAS)
+    assert_fails_exactly(report, {"AUTH-002", "AUTH-007", "GUARD-025", "RCPT-008"})
+
+
+def test_a_missing_security_header_fails_only_that_header() -> None:
+    def wrap(app: WSGIApp) -> WSGIApp:
+        def middleware(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+            def strip(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+                kept = [(k, v) for k, v in headers if k.lower() != "x-content-type-options"]
+                return start_response(status, kept, *exc)
+
+            return app(environ, strip)
+
+        return middleware
+
+    with serve(wrap) as target:
+        report = run_kit(target, *GUARD_AREAS)
+    assert_fails_exactly(report, {"GUARD-008"})
+
+
+def test_a_server_error_with_a_traceback_for_bad_sessions_fails_the_session_rules() -> None:
+    header = "HTTP_" + session_header().upper().replace("-", "_")
+
+    def wrap(app: WSGIApp) -> WSGIApp:
+        def middleware(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+            presented = environ.get(header)
+            if presented is not None and presented != SESSION:
+                start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
+                return [b'Traceback (most recent call last):\n  File "app.py"\nKeyError\n']
+            return app(environ, start_response)
+
+        return middleware
+
+    with serve(wrap) as target:
+        report = run_kit(target, *GUARD_AREAS)
+    assert_fails_exactly(report, {"GUARD-005", "SRV-004", "AUTH-001"})
+    assert "server error" in report.result("GUARD-005").reason
+
+
+class SkippingHub(TraceHub):
+    """Leaves out one sequence number before a batch of entries, every third number or so."""
+
+    def _append_all(self, builds: list[Callable[[int], dict[str, Any]]]) -> list[dict[str, Any]]:
+        with self._lock:
+            if self._latest % 3 == 2:
+                self._latest += 1
+        return super()._append_all(builds)
+
+
+def test_a_hub_that_skips_a_sequence_number_fails_the_sequence_checks() -> None:
+    with serve(hub=SkippingHub()) as target:
+        report = run_kit(target, "TRACE-00?", "TRACE-01[0-69]", "TRACE-02[015]", "STREAM-00[45]")
+    # Replay and stream numbering, and both stream subscribers, see the hole; the entry
+    # shapes, cursors and the replay envelope are still right.
+    assert_fails_exactly(report, {"TRACE-002", "TRACE-020", "STREAM-004", "STREAM-005"})
+    assert report.result("TRACE-019").status is Status.PASS
+    assert "sequence" in report.result("TRACE-002").reason

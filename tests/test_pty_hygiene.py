@@ -1,0 +1,143 @@
+"""Host sessions leave nothing behind: after 200 create/terminate cycles (including children
+that ignore SIGHUP and grandchildren that called setsid) no child process, zombie, fd or
+thread of ours is left."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import gevent
+
+from bundle_server._pty import SessionManager
+from bundle_server._streams import GreenWaker
+
+FAKE_HOST = str(Path(__file__).with_name("fake_host.py"))
+ROUNDS = 50  # of four concurrent sessions: 200 cycles
+EVERY_NTH_WITH_DESCENDANTS = 4
+
+
+def children() -> set[int]:
+    """Processes (zombies included) whose parent is this process."""
+    own = os.getpid()
+    found = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as handle:
+                    raw = handle.read()
+            except OSError:
+                continue
+            if int(raw[raw.rfind(b")") + 2 :].split()[1]) == own:
+                found.add(int(name))
+    return found
+
+
+def carriers(markers: set[bytes]) -> set[int]:
+    """Processes whose environment carries one of the session markers."""
+    found = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as handle:
+                    environ = handle.read().split(b"\0")
+            except OSError:
+                continue
+            if markers.intersection(environ):
+                found.add(int(name))
+    return found
+
+
+def describe(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode(errors="replace")
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return stat + " | " + handle.read().decode(errors="replace")
+    except OSError as exc:
+        return str(exc)
+
+
+def fds() -> list[str]:
+    return sorted(os.listdir("/proc/self/fd"))
+
+
+def read_until(manager: SessionManager, session_id: str, wanted: bytes) -> bytes:
+    waker = GreenWaker()
+    replay, subscription = manager.subscribe(session_id, waker.wake)
+    data = bytearray(replay.output)
+    deadline = time.monotonic() + 10
+    try:
+        while wanted not in data:
+            assert time.monotonic() < deadline, bytes(data)
+            for frame in subscription.take():
+                data += frame.data
+            waker.wait(0.05)
+    finally:
+        subscription.cancel()
+        waker.close()
+    return bytes(data)
+
+
+def test_200_create_terminate_cycles_leave_nothing_behind(tmp_path: Path) -> None:
+    gevent.sleep(0)  # this thread's hub (and its fds) exist before the first count
+    fds_before, children_before = fds(), children()
+    threads_before = threading.active_count()
+    manager = SessionManager(
+        tmp_path,
+        executables={
+            "host_a": {
+                "executable": sys.executable,
+                "args": [
+                    FAKE_HOST,
+                    "ignore:HUP",
+                    "raw",
+                    "hup-child",
+                    "grandchild",
+                    "ready",
+                    "sleep",
+                ],
+            },
+            "host_b": {
+                "executable": sys.executable,
+                "args": ["-I", "-S", FAKE_HOST, "ready", "sleep"],
+            },
+        },
+        terminate_grace=0.05,
+    )
+    pids: set[int] = set()
+    markers: set[bytes] = set()
+    cycles = 0
+
+    def cycle(index: int) -> None:
+        nonlocal cycles
+        heavy = index % EVERY_NTH_WITH_DESCENDANTS == 0
+        record = manager.create("host_a" if heavy else "host_b", cols=80, rows=24)
+        markers.add(f"BUNDLE_DEV_SESSION={record['id']}".encode())
+        pids.add(record["pid"])
+        output = read_until(manager, record["id"], b"ready")
+        for label in (b"hup-child ", b"grandchild "):
+            if label in output:
+                pids.add(int(output.split(label)[1].split(b"\r\n")[0]))
+        ended = manager.terminate(record["id"])
+        assert ended["state"] == "terminated"
+        assert ended["signal"] == ("SIGTERM" if heavy else "SIGHUP")
+        manager.delete(record["id"])
+        cycles += 1
+
+    for round_ in range(ROUNDS):
+        gevent.joinall(
+            [gevent.spawn(cycle, round_ * 4 + slot) for slot in range(4)], raise_error=True
+        )
+    manager.close()
+    assert cycles == 200
+    assert len(pids) == 200 + 2 * (200 // EVERY_NTH_WITH_DESCENDANTS)
+    left = {pid: describe(pid) for pid in pids if os.path.exists(f"/proc/{pid}")}
+    assert not left
+    assert not carriers(markers)
+    assert children() == children_before
+    assert fds() == fds_before
+    assert threading.active_count() == threads_before
