@@ -12,7 +12,7 @@ Phase 1 measures the 200 alone. Phase 2 repeats it on a fresh server with one ex
 subscriber (it connects, asks for the stream, and never reads, with a tiny receive buffer):
 the spec's promise is that a slow reader never slows the producer or the others, so the
 others' p99 should not move (ratio near 1) and the stalled one should be cut once its queue
-(limit subscriber-queue) is full.
+(limit trace-retention: how far a trace reader may fall behind) is exceeded.
 
 Each round runs both phases, each on a fresh server; `--rounds` (default 2) and `--rate` change
 the run (about 13 s per round). Printed per phase: the achieved publish rate, frames delivered

@@ -13,9 +13,9 @@ Theory of operation (sans-IO: no sockets, no gevent):
   list is trimmed in steps, so appending stays O(1) amortized.
 - A subscriber is a read position in that shared list, taken atomically with its replay, so
   live records follow the replay with no gap and no overlap. Its queue is the distance from its
-  position to the newest record: bounded by `capacity`, and a subscriber that falls further
-  behind (or out of the visible history) is cut, never waited for. Publishing is O(1) in the
-  number of subscribers.
+  position to the newest record: bounded by `capacity` (by default the retention), and a
+  subscriber that falls further behind (or out of the visible history) is cut, never waited
+  for. Publishing is O(1) in the number of subscribers.
 - `wake` is how subscribers hear of news: each distinct wake callable is called once per
   publish, outside the lock. The default is a `threading.Event` per subscriber; the HTTP shell
   passes one callable per server thread (a gevent async watcher's `send`, safe from any
@@ -115,7 +115,10 @@ class SequencedHub:
 
     def __init__(self, retention: int, queue_capacity: int | None = None) -> None:
         self._retention = retention
-        self._capacity = queue_capacity or get_spec().limit("subscriber-queue")["maximum"]
+        # A reader's queue is its distance behind the newest record. The history is shared,
+        # so a longer queue costs no memory: by default a reader may fall as far behind as
+        # the history reaches, and is cut only when what it needs is gone.
+        self._capacity = queue_capacity or retention
         # Records beyond the visible window are dropped in steps of this many.
         self._slack = max(64, retention // 8)
         self._lock = threading.Lock()

@@ -1,7 +1,8 @@
 """Stream behaviour under load and when idle: slow subscribers and keep-alives.
 
 Slow subscriber: one trace stream is opened with a tiny receive buffer and never read while
-the kit publishes more entries than `subscriber-queue` (plus what socket buffers may hold); a
+the kit publishes more entries than `trace-retention` (how far a trace reader may fall behind
+before it is cut, as the limit row says), plus what socket buffers may hold; a
 second stream is read all along. The producer (the receipt POSTs) and the second reader must
 not slow down, and the stalled reader, once read, must show where it was cut (end of stream or
 a gap frame), never a silent jump in sequences. If the socket buffers absorbed everything and
@@ -97,14 +98,15 @@ def slow_subscriber(ctx: Context) -> None:
 
 def _rounds_needed(entries: int, frame_bytes: int, posts: int) -> int:
     per_post = max(1, entries // max(1, posts))
-    wanted = max(2 * _expect.limit("subscriber-queue") + 1, BUFFER_BYTES // frame_bytes + 1)
+    wanted = _expect.limit("trace-retention") + BUFFER_BYTES // frame_bytes + 1
     return max(1, (wanted - entries) // per_post + 1)
 
 
 def _enough(entries: int, frame_bytes: int) -> bool:
-    """More entries than two queues, and more bytes than any socket buffers could hold."""
-    queue = _expect.limit("subscriber-queue")
-    return entries > 2 * queue and entries * frame_bytes > BUFFER_BYTES
+    """More entries than a reader may fall behind plus what socket buffers may hold (the
+    stalled reader took those before its writes blocked)."""
+    buffered = BUFFER_BYTES // frame_bytes if frame_bytes else 0
+    return frame_bytes > 0 and entries > _expect.limit("trace-retention") + buffered
 
 
 def _read_along(ctx: Context, where: str, seen: list[Any], final: list[int]) -> None:
