@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
     from bundle_server._log_hub import LogHub
+    from bundle_server._pty import SessionManager
     from bundle_server._trace_hub import TraceHub
 
 log = logging.getLogger("bundle_server")
@@ -100,6 +101,8 @@ class BundleApp:
         dev_origins: Iterable[str],
         handlers: Mapping[str, Handler],
         keepalive: float | None = None,
+        sessions: SessionManager | None = None,
+        check_responses: bool = True,
     ) -> None:
         if keepalive is None:
             keepalive = get_spec().limit("stream-keepalive")["maximum"] / 1000
@@ -113,12 +116,17 @@ class BundleApp:
             session_token=session_token,
             keepalive=keepalive,
             mounted=tuple(sorted(self._routes)),
+            sessions=sessions,
         )
         self._secrets = Secrets(port, session_token, receipt_token, tuple(dev_origins))
         unguarded = sorted(r["id"] for r in self._routes.values() if r["auth"] not in GUARDED_AUTH)
         if unguarded:
             raise ValueError(f"no guard for the auth class of: {', '.join(unguarded)}")
-        self._check_response = {rid: response_checker(row) for rid, row in self._routes.items()}
+        self._check_response = (
+            {rid: response_checker(row) for rid, row in self._routes.items()}
+            if check_responses
+            else {}
+        )
 
     @property
     def mounted(self) -> list[str]:
@@ -187,7 +195,9 @@ class BundleApp:
             status = statuses[0] if len(statuses) == 1 else 200
             body = None if status == 204 else result
         # A body the table does not promise is a server bug: refuse it rather than send it.
-        self._check_response[route["id"]](status, body)
+        check = self._check_response.get(route["id"])
+        if check is not None:
+            check(status, body)
         return json_response(status, body)
 
 
@@ -201,14 +211,18 @@ def create_app(
     dev_origins: Iterable[str] = (),
     handlers: Mapping[str, Handler] | None = None,
     keepalive: float | None = None,
+    sessions: SessionManager | None = None,
+    check_responses: bool = True,
 ) -> BundleApp:
     """The WSGI app of the routes that have a handler (by default every registered one).
 
     `port` is the port the server listens on: the guard accepts only loopback Hosts with it.
     `session_token` authorizes browser routes, `receipt_token` (a fresh random one when not
     given) the receipt route. `keepalive` overrides the NDJSON keep-alive interval (seconds;
-    `stream-keepalive` by default). Raises ValueError for a handler without a route row or a route
-    whose auth class has no guard yet.
+    `stream-keepalive` by default); `sessions` is the host-session manager the session routes
+    use. With `check_responses`, every JSON response is held to its route's schema first (a
+    mismatch is a logged 500, never sent). Raises ValueError for a handler without a route
+    row or a route whose auth class has no guard yet.
     """
     from bundle_server._guard import new_token
     from bundle_server._log_hub import LogHub
@@ -222,4 +236,6 @@ def create_app(
         dev_origins=dev_origins,
         handlers=HANDLERS if handlers is None else handlers,
         keepalive=keepalive,
+        sessions=sessions,
+        check_responses=check_responses,
     )

@@ -16,10 +16,11 @@ socket or file is left behind. `close()` undoes everything, in reverse, and is i
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import webbrowser
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -34,6 +35,7 @@ from bundle_server._endpoint_file import (
 )
 from bundle_server._guard import new_token
 from bundle_server._log_hub import LogBridge, LogHub
+from bundle_server._pty import SessionManager
 from bundle_server._shell import LoopbackShell
 from bundle_server._trace_hub import TraceHub
 
@@ -101,8 +103,13 @@ class DevServer:
         *,
         header_timeout: float | None = None,
         opener: Callable[[str], object] | None = None,
+        host_executables: Mapping[str, Any] | None = None,
+        check_responses: bool = False,
     ) -> None:
         self.options = options
+        self._host_executables = dict(host_executables or {})
+        self._check_responses = check_responses
+        self.sessions: SessionManager | None = None
         self.project_root = Path(options["root"]).resolve()
         self.session_token = new_token()
         self.receipt_token = new_token()
@@ -130,6 +137,11 @@ class DevServer:
         self.port = self._shell.port
         self.url = self._shell.url
         self.workbench_url = self.url + workbench_path(self.session_token)
+        self.sessions = SessionManager(
+            self.project_root,
+            executables=self._host_executables,
+            publish=functools.partial(self.hub.publish, "session"),
+        )
         self._app = create_app(
             port=self.port,
             session_token=self.session_token,
@@ -137,6 +149,8 @@ class DevServer:
             logs=self.logs,
             receipt_token=self.receipt_token,
             dev_origins=self.options["workbenchDevOrigins"],
+            sessions=self.sessions,
+            check_responses=self._check_responses,
         )
         self._shell.start(self._app)
         write_receipt_endpoint(self.project_root, self.url, self.receipt_token)
@@ -176,8 +190,10 @@ class DevServer:
             if self._endpoint_written:
                 remove_receipt_endpoint(self.project_root, self.receipt_token)
         finally:
-            # The hubs before the shell: closing them ends live streams, so their requests
-            # finish instead of waiting out the shell's grace period.
+            # Sessions, then the hubs, before the shell: that ends live streams, so their
+            # requests finish instead of waiting out the shell's grace period.
+            if self.sessions is not None:
+                self.sessions.close()
             self.hub.close()
             self.logs.close()
             try:
@@ -209,13 +225,18 @@ def start_dev_server(
     registry: str | None = None,
     header_timeout: float | None = None,
     opener: Callable[[str], object] | None = None,
+    host_executables: Mapping[str, Any] | None = None,
+    check_responses: bool = False,
 ) -> DevServer:
     """Start the development server for the project at `root`; returns once it listens.
 
     `port` 0 picks a free port. `open` opens the Workbench in a browser (through `opener`,
     `webbrowser.open` by default). `install_hosts` and `registry` are validated and kept in
-    `DevServer.options` for the development-install feature. `header_timeout` (seconds) and
-    `opener` are test seams outside StartOptions.
+    `DevServer.options` for the development-install feature. `header_timeout` (seconds),
+    `opener` and `host_executables` (host kind -> executable, in place of spec/hosts.toml's)
+    are test seams outside StartOptions; `check_responses` holds every JSON response to its
+    route's schema before sending it (the tests and the fuzzer turn it on; a server that
+    trusts its handlers skips the cost).
     """
     options = start_options(
         root,
@@ -226,4 +247,10 @@ def start_dev_server(
         install_hosts=install_hosts,
         registry=registry,
     )
-    return DevServer(options, header_timeout=header_timeout, opener=opener)
+    return DevServer(
+        options,
+        header_timeout=header_timeout,
+        opener=opener,
+        host_executables=host_executables,
+        check_responses=check_responses,
+    )

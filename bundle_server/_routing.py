@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from werkzeug.wrappers import Request
 
     from bundle_server._log_hub import LogHub
+    from bundle_server._pty import SessionManager
     from bundle_server._trace_hub import TraceHub
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -41,8 +42,18 @@ class ServerState:
     keepalive: float
     # The route ids this server mounts (what its OpenAPI document describes).
     mounted: tuple[str, ...] = ()
-    # Whether a host-session id names a session this server started (AB8266 on receipts).
-    is_host_session: Callable[[str], bool] = lambda _session_id: False
+    # The host sessions of this server; None where none can be started (an app for tests).
+    sessions: SessionManager | None = None
+
+    def is_host_session(self, session_id: str) -> bool:
+        """Whether `session_id` names a host session this server started (AB8266 if not)."""
+        if self.sessions is None:
+            return False
+        try:
+            self.sessions.get(session_id)
+        except Exception:
+            return False
+        return True
 
     @property
     def server_url(self) -> str:

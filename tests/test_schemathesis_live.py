@@ -33,7 +33,8 @@ CHECKS = ",".join(
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    with start_dev_server(str(tmp_path_factory.mktemp("project"))) as handle:
+    project = str(tmp_path_factory.mktemp("project"))
+    with start_dev_server(project, check_responses=True) as handle:
         yield handle
 
 
