@@ -14,7 +14,7 @@ from werkzeug.wrappers import Response
 
 from bundle_contract._openapi import openapi_document
 from bundle_server._receipts import check_dev_session, receipt_entries
-from bundle_server._routing import Call, handler
+from bundle_server._routing import Call, Encoded, handler
 from bundle_server._streams import ndjson_stream
 
 log = logging.getLogger("bundle_server.receipts")
@@ -33,9 +33,10 @@ def _openapi(server_url: str, mounted: tuple[str, ...]) -> dict[str, Any]:
 
 
 @handler("trace.replay")
-def trace_replay(call: Call) -> dict[str, Any]:
+def trace_replay(call: Call) -> Encoded:
     """The TraceReplay after the `after` cursor (parsed by the query table)."""
-    return call.state.hub.replay(call.query["after"])
+    replay, body = call.state.hub.replay_encoded(call.query["after"])
+    return Encoded(200, body, replay)
 
 
 @handler("trace.stream")
@@ -50,9 +51,10 @@ def trace_stream(call: Call) -> Response:
 
 
 @handler("logs.replay")
-def logs_replay(call: Call) -> dict[str, Any]:
+def logs_replay(call: Call) -> Encoded:
     """`{replay: DevLogReplay}` after the `after` cursor."""
-    return {"replay": call.state.logs.replay(call.query["after"])}
+    replay, body = call.state.logs.replay_encoded(call.query["after"])
+    return Encoded(200, b'{"replay":' + body + b"}", {"replay": replay})
 
 
 @handler("logs.stream")

@@ -81,6 +81,16 @@ class Reply:
     body: Any = None
 
 
+@dataclass(frozen=True)
+class Encoded:
+    """A handler's answer already encoded as JSON `body`; `value` is the same data, decoded,
+    for the response check."""
+
+    status: int
+    body: bytes
+    value: Any
+
+
 Handler = Callable[[Call], Any]
 HANDLERS: dict[str, Handler] = {}
 

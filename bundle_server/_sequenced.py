@@ -6,8 +6,9 @@ Theory of operation (sans-IO: no sockets, no gevent):
 - `_append_all(builds)` numbers and appends records under one lock. Each build receives its
   number and returns the record, or raises: then nothing of the batch is kept and no number is
   used, so the sequence never skips and concurrent publishers can neither lose nor reorder.
-- Each record is encoded once, at publish, as its NDJSON frame; every stream of every
-  subscriber writes those same bytes, so fan-out costs no JSON work per subscriber.
+- Each record is encoded once, at publish: its JSON and its NDJSON frame. Every stream of
+  every subscriber writes those same frame bytes, and replays are joined from the same JSON,
+  so neither fan-out nor replay costs JSON work per reader.
 - History is one list shared by all readers. The newest `retention` records are visible; a
   cursor older than that gets what is left plus a gap record telling how many it missed. The
   list is trimmed in steps, so appending stays O(1) amortized.
@@ -123,6 +124,7 @@ class SequencedHub:
         self._slack = max(64, retention // 8)
         self._lock = threading.Lock()
         self._records: list[Record] = []
+        self._jsons: list[bytes] = []
         self._frames: list[bytes] = []
         self._offset = 1  # the sequence of _records[0]
         self._latest = 0
@@ -145,8 +147,11 @@ class SequencedHub:
     def _first_visible(self) -> int:
         return max(self._offset, self._latest - self._retention + 1)
 
-    def frame(self, record: Record) -> bytes:
-        return encode_frame({"type": self.frame_type, self.frame_key: record})
+    def _encode(self, record: Record) -> tuple[bytes, bytes]:
+        # The record's JSON, and its frame {"type": ..., key: record} built around it.
+        data = encode_frame(record)[:-1]
+        head = encode_frame({"type": self.frame_type})[:-2]
+        return data, b"%s,%s:%s}\n" % (head, encode_frame(self.frame_key)[:-1], data)
 
     def _append(self, build: Callable[[int], Record]) -> Record:
         """Build the record numbered latest + 1 and publish it; nothing happens if build raises."""
@@ -158,13 +163,15 @@ class SequencedHub:
             if self._closed:
                 raise TraceUnavailable(f"{self.name} closed")
             records = [build(self._latest + 1 + index) for index, build in enumerate(builds)]
-            frames = [self.frame(record) for record in records]
+            encoded = [self._encode(record) for record in records]
             self._records.extend(records)
-            self._frames.extend(frames)
+            self._jsons.extend(data for data, _ in encoded)
+            self._frames.extend(frame for _, frame in encoded)
             self._latest += len(records)
             excess = len(self._records) - self._retention
             if excess >= self._slack:
                 del self._records[:excess]
+                del self._jsons[:excess]
                 del self._frames[:excess]
                 self._offset += excess
             wakes = list(self._wakes)
@@ -198,6 +205,18 @@ class SequencedHub:
         """The records after `after` under `items_key`, with `gap` when history was dropped."""
         with self._lock:
             return self._replay(after)
+
+    def replay_encoded(self, after: int) -> tuple[Record, bytes]:
+        """`replay(after)` and the same replay as JSON, joined from the cached encodings."""
+        with self._lock:
+            replay = self._replay(after)
+            count = len(replay[self.items_key])
+            items = self._jsons[len(self._jsons) - count :] if count else []
+        parts = [b'"%s":[%s]' % (self.items_key.encode(), b",".join(items))]
+        if "gap" in replay:
+            parts.append(b'"gap":' + encode_frame(replay["gap"])[:-1])
+        parts.append(b'"latestSequence":%d' % replay["latestSequence"])
+        return replay, b"{" + b",".join(parts) + b"}"
 
     def _replay(self, after: int) -> Record:
         if self._closed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -226,3 +227,13 @@ def test_a_subscriber_that_falls_out_of_history_is_cut() -> None:
     fill(hub, 6)  # within its queue bound, but entries 1-2 are no longer retained
     with pytest.raises(SubscriberLagged):
         subscription.take()
+
+
+@pytest.mark.parametrize("after", [0, 2, 5, 6])
+def test_encoded_replay_is_the_replay(after: int) -> None:
+    hub = TraceHub(retention=4)
+    fill(hub, 6)
+    hub.publish("hook", "handler.start", 'unicode \u00e9 \u2028 "quoted"', details={"k": [1]})
+    replay, body = hub.replay_encoded(after)
+    assert json.loads(body) == replay == hub.replay(after)
+    assert ("gap" in replay) == (after < 3)
