@@ -295,9 +295,9 @@ def test_the_plugin_fails_and_skips_items(broken: Target, tmp_path: Path) -> Non
         "GUARD-008",
         "--conformance-select",
         "RCPT-007",
+        # Named with -p while the entry point also loads it: the same plugin, loaded once.
         "-p",
         "conformance.pytest_plugin",
-        autoload=False,
     )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "conformance::GUARD-008 FAILED" in result.stdout
