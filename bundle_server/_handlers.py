@@ -42,12 +42,7 @@ def trace_replay(call: Call) -> Encoded:
 @handler("trace.stream")
 def trace_stream(call: Call) -> Response:
     """NDJSON TraceMessage frames: the gap, the replay, then live entries and keep-alives."""
-    return ndjson_stream(
-        call.state.hub,
-        call.query["after"],
-        keepalive_frame={"type": "trace.keepalive"},
-        keepalive=call.state.keepalive,
-    )
+    return ndjson_stream(call.state.hub, call.query["after"], call.state.keepalive)
 
 
 @handler("logs.replay")
@@ -60,12 +55,7 @@ def logs_replay(call: Call) -> Encoded:
 @handler("logs.stream")
 def logs_stream(call: Call) -> Response:
     """NDJSON DevLogMessage frames, like the trace stream."""
-    return ndjson_stream(
-        call.state.logs,
-        call.query["after"],
-        keepalive_frame={"type": "log.keepalive"},
-        keepalive=call.state.keepalive,
-    )
+    return ndjson_stream(call.state.logs, call.query["after"], call.state.keepalive)
 
 
 @handler("trace.receipts")

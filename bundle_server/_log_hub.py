@@ -54,6 +54,7 @@ class LogHub(SequencedHub):
     items_key = "records"
     frame_type = "log.record"
     frame_key = "record"
+    keepalive_type = "log.keepalive"
 
     def __init__(self, retention: int | None = None, queue_capacity: int | None = None) -> None:
         spec = get_spec()

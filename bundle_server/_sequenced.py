@@ -113,6 +113,7 @@ class SequencedHub:
     # How each record travels in a stream: {"type": frame_type, frame_key: record}.
     frame_type = "record"
     frame_key = "record"
+    keepalive_type = "keepalive"
 
     def __init__(self, retention: int, queue_capacity: int | None = None) -> None:
         self._retention = retention

@@ -19,9 +19,8 @@ thread waiting on the hub.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from functools import cache
-from typing import Any
 
 import gevent
 import gevent.event
@@ -109,9 +108,7 @@ def batch_window() -> float:
     return window / 1000
 
 
-def ndjson_stream(
-    hub: SequencedHub, after: int, *, keepalive_frame: Mapping[str, Any], keepalive: float
-) -> Response:
+def ndjson_stream(hub: SequencedHub, after: int, keepalive: float) -> Response:
     """A streaming NDJSON response of `hub` after `after`; raises the cursor errors up front."""
     waker = _acquire(hub)
     try:
@@ -121,7 +118,12 @@ def ndjson_stream(
         raise
     head = [encode_frame(replay["gap"])] if "gap" in replay else []
     body = _frames(
-        head + frames, hub, subscription, waker, encode_frame(keepalive_frame), keepalive
+        head + frames,
+        hub,
+        subscription,
+        waker,
+        encode_frame({"type": hub.keepalive_type}),
+        keepalive,
     )
     response = Response(body, mimetype=NDJSON, direct_passthrough=True)
     # A stream ends only when its hub closes or its reader is cut: the connection goes too, so

@@ -38,6 +38,7 @@ class TraceHub(SequencedHub):
     items_key = "entries"
     frame_type = "trace.entry"
     frame_key = "entry"
+    keepalive_type = "trace.keepalive"
 
     def __init__(self, retention: int | None = None, queue_capacity: int | None = None) -> None:
         spec = get_spec()
