@@ -27,6 +27,7 @@ from werkzeug import exceptions as http
 from werkzeug.wrappers import Request, Response
 
 import bundle_server._handlers  # (registers the API handlers)
+import bundle_server._sessions  # (registers the host-session handlers)
 import bundle_server._workbench  # noqa: F401  (registers the Workbench page handlers)
 from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import InternalError, MethodNotAllowed, RouteNotFound
@@ -39,6 +40,7 @@ from bundle_server._request import (
     json_body,
     path_params,
     query_values,
+    request_error,
 )
 from bundle_server._responses import response_checker
 from bundle_server._routing import (
@@ -204,11 +206,18 @@ class BundleApp:
         try:
             route_id, values = adapter.match(request.path, method=request.method)
         except http.MethodNotAllowed as exc:
-            allow = ", ".join(sorted(exc.valid_methods or ()))
-            error = MethodNotAllowed(
-                f"{request.method} is not allowed here", {"allow": sorted(exc.valid_methods or ())}
-            )
-            return error_response(error, {"Allow": allow})
+            valid = sorted(exc.valid_methods or ())
+            message, details = f"{request.method} is not allowed here", {"allow": valid}
+            error: ContractError = MethodNotAllowed(message, details)
+            for method in valid:
+                # A path whose routes' malformed-request code has an `unsupported-method`
+                # variant (the session routes' AB8261, seed 000 Errors) answers with it.
+                other, _ = adapter.match(request.path, method=method)
+                code = request_error(self._routes[str(other)])
+                if "unsupported-method" in code.variants:
+                    error = code(message, details, variant="unsupported-method")
+                    break
+            return error_response(error, {"Allow": ", ".join(valid)})
         except http.HTTPException:
             raise RouteNotFound(
                 "no route matches this path", {"path": request.path[:200]}

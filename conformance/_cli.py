@@ -2,7 +2,7 @@
 
     bundle-conformance run --url http://127.0.0.1:8731 --session TOKEN \\
         [--receipt-token T] [--select 'GUARD-*' ...] [--report json,junit] [--out DIR] \\
-        [--strict] [--slow]
+        [--strict] [--slow] [--host host_a]
     bundle-conformance list [--select GLOB ...]
 
 `run` exits 0 when no requirement FAILs or is NOT_TESTABLE (a WARN fails only with --strict),
@@ -49,6 +49,7 @@ def parser() -> argparse.ArgumentParser:
     go.add_argument("--strict", action="store_true", help="a WARN fails the run too")
     go.add_argument("--slow", action="store_true", help="include checks that wait out timers")
     go.add_argument("--timeout", type=float, default=5.0, help="seconds per request")
+    go.add_argument("--host", help="host kind the host-session checks may launch (host_a)")
     ls = commands.add_parser("list", help="list requirements and how they are verified")
     ls.add_argument("--select", nargs="+", default=["*"], metavar="GLOB")
     return main
@@ -67,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.receipt_token,
             timeout=args.timeout,
             slow=args.slow,
+            host=args.host,
         )
     except ValueError as exc:
         print(f"bundle-conformance: {exc}", file=sys.stderr)

@@ -20,7 +20,10 @@ class Target:
     receipts (and so every live trace-stream check) are SKIPped with a reason. `timeout` bounds
     each request, `stream_timeout` each wait for a stream frame. `slow` opts into the checks that
     must wait out a server timer (header-read timeout, stream keep-alives): they take longer than
-    the limit they verify, so they are SKIPped unless asked for.
+    the limit they verify, so they are SKIPped unless asked for. `host` is the host kind the
+    host-session checks may launch (`host_a`): starting a coding-agent host is a side effect
+    the user opts into, so without it (or when the server says the kind is not launchable)
+    the checks that need a running session are SKIPped with the reason.
     """
 
     url: str
@@ -29,6 +32,7 @@ class Target:
     timeout: float = 5.0
     stream_timeout: float = 3.0
     slow: bool = False
+    host: str | None = None
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)

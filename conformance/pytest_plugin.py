@@ -2,7 +2,7 @@
 
     pytest -p conformance.pytest_plugin --conformance-url http://127.0.0.1:8731 \\
         --conformance-session TOKEN [--conformance-receipt-token T] \\
-        [--conformance-select 'TRACE-*'] [--conformance-slow]
+        [--conformance-select 'TRACE-*'] [--conformance-slow] [--conformance-host host_a]
 
 Installed with bundle-devkit, the plugin is registered through the `pytest11` entry point and
 stays inert unless `--conformance-url` is given, so it never disturbs another test suite. With
@@ -39,6 +39,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="requirement ids to check (repeatable; default all)",
     )
     group.addoption("--conformance-slow", action="store_true", help="include slow checks")
+    group.addoption("--conformance-host", help="host kind the host-session checks may launch")
 
 
 def _target(config: pytest.Config) -> Target | None:
@@ -55,6 +56,7 @@ def _target(config: pytest.Config) -> Target | None:
         session,
         config.getoption("conformance_receipt_token"),
         slow=bool(config.getoption("conformance_slow")),
+        host=config.getoption("conformance_host"),
     )
 
 

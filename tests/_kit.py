@@ -48,7 +48,8 @@ def serve(
 
 def run_kit(target: Target, *select: str, slow: bool = False) -> Report:
     """Run the kit (all of it by default) against `target`."""
-    return run(Target(target.url, target.session, target.receipt_token, slow=slow), select or ["*"])
+    again = Target(target.url, target.session, target.receipt_token, slow=slow, host=target.host)
+    return run(again, select or ["*"])
 
 
 def failing(report: Report) -> set[str]:

@@ -24,7 +24,7 @@ from bundle_server._routing import HANDLERS, Call, Reply
 from bundle_server._trace_hub import TraceHub
 
 RETENTION = 4
-DELIVERED_GROUPS = {"workbench", "trace", "logs", "receipts"}
+DELIVERED_GROUPS = {"workbench", "trace", "logs", "receipts", "sessions"}
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +102,14 @@ def test_create_app_refuses_unknown_and_unguarded_routes(monkeypatch: pytest.Mon
 
 @pytest.mark.parametrize("auth", [True, False])
 def test_unknown_path_is_404_envelope(live: Server, auth: bool) -> None:
-    for path in ("/nope", "/api/sessions", "/api//trace", "/api/trace/", "/trace/", "/index.html"):
+    for path in (
+        "/nope",
+        "/api/routes/invocations",
+        "/api//trace",
+        "/api/trace/",
+        "/trace/",
+        "/index.html",
+    ):
         response = live.get(path, auth=auth)
         assert (response.status, response.code()) == (404, "BX1001"), path
         assert_security_headers(response)

@@ -9,6 +9,7 @@ logs        raw log replay, stream and record safety
 receipts    the hook receipt route: Origin, bearer token, session ids, body limit
 streams     slow subscribers and keep-alives
 bounds      header count/size bounds and the header-read timeout
+sessions    host sessions: list, ids, bodies, lifecycle, input, resize, the SSE stream, the cap
 """
 
 from conformance.checks import (  # noqa: F401  (imported to register)
@@ -18,6 +19,7 @@ from conformance.checks import (  # noqa: F401  (imported to register)
     logs,
     receipts,
     responses,
+    sessions,
     streams,
     trace,
     workbench,

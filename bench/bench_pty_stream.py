@@ -1,0 +1,216 @@
+"""PTY output throughput through the host-session SSE stream vs a raw read loop of the same PTY.
+
+The host: `/bin/cat FILE`, FILE being SIZE bytes of letters (no newline, so the tty's output
+processing leaves the byte count alone). Both measurements run the same command on a PTY of the
+same size, and time from the first byte received to the last:
+
+- raw: this process spawns it on a PTY (ptyprocess) and reads the master fd with `os.read` in a
+  tight loop (select for readability): the ceiling, what the kernel's PTY gives one reader;
+- sse: a development server (`start_dev_server`, in a separate process, so the measuring client
+  does not compete with it for a GIL) runs it as host_a; this process opens the session stream
+  first, then creates nothing else: it reads `GET /api/sessions/<id>/stream` with a raw socket,
+  decodes the chunked framing and each `output` event's base64, and counts decoded bytes. The
+  session is created with a prompt-less `POST /api/sessions` right before the stream opens,
+  so some of the output is in the replay frame: it is counted too, byte-exact.
+
+Printed per round: bytes/s of each, the ratio sse/raw, and whether the stream was complete
+(every byte, checked by sha256) or was cut as lagging. Then medians. Goal (issue 5): ratio
+>= 0.7. No assertions: the machine is shared and noisy, with 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import http.client
+import json
+import os
+import select
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SIZE = 64 * 1024 * 1024
+ROUNDS = 3
+CAT = "/bin/cat"
+
+
+def make_file(directory: Path, size: int) -> Path:
+    letters = bytes(range(ord("a"), ord("z") + 1)) * 2521  # 65546 bytes, no newline
+    path = directory / "letters.bin"
+    with path.open("wb") as handle:
+        left = size
+        while left:
+            block = letters[: min(left, len(letters))]
+            handle.write(block)
+            left -= len(block)
+    return path
+
+
+def raw_read(path: Path, size: int) -> tuple[float, str]:
+    """Seconds from first to last byte of `cat path` read straight from the PTY master."""
+    import ptyprocess
+
+    child = ptyprocess.PtyProcess.spawn([CAT, str(path)], dimensions=(24, 80))
+    fd = child.fd
+    digest = hashlib.sha256()
+    got = 0
+    first = 0.0
+    try:
+        while got < size:
+            select.select([fd], [], [], 5)
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            if not got:
+                first = time.perf_counter()
+            got += len(data)
+            digest.update(data)
+        return time.perf_counter() - first, digest.hexdigest() if got == size else "short"
+    finally:
+        child.close(force=True)
+
+
+# --- the server, in its own process ---
+
+
+def serve(root: str, path: str) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import bundle_server._sessions  # noqa: F401  (registers the session routes)
+    from bundle_server import start_dev_server
+
+    server = start_dev_server(
+        root, host_executables={"host_a": {"executable": CAT, "args": [path]}}
+    )
+    print(json.dumps({"port": server.port, "token": server.session_token}), flush=True)
+    sys.stdin.read()  # until the parent closes our stdin
+    server.close()
+
+
+class Server:
+    def __init__(self, root: str, path: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--serve", root, str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        info = json.loads(self.process.stdout.readline())
+        self.port: int = info["port"]
+        self.token: str = info["token"]
+
+    def headers(self) -> dict[str, str]:
+        return {
+            "Host": f"127.0.0.1:{self.port}",
+            "x-bundle-session": self.token,
+            "Content-Type": "application/json",
+        }
+
+    def post(self, path: str, body: Any) -> Any:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request("POST", path, json.dumps(body).encode(), self.headers())
+            response = conn.getresponse()
+            return response.status, json.loads(response.read() or b"null")
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(30)
+
+
+def sse_read(server: Server, size: int) -> tuple[float, str, str]:
+    """Seconds from first to last decoded byte over the session stream; digest; how it ended."""
+    status, body = server.post("/api/sessions", {"host": "host_a", "cols": 80, "rows": 24})
+    assert status == 201, body
+    session_id = body["session"]["id"]
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    conn.request("GET", f"/api/sessions/{session_id}/stream", headers=server.headers())
+    response = conn.getresponse()
+    digest = hashlib.sha256()
+    got = 0
+    first = 0.0
+    buffer = b""
+    ending = "closed early"
+    try:
+        while True:
+            data = response.read1(1 << 20)
+            if not data:
+                break
+            buffer += data
+            *events, buffer = buffer.split(b"\n\n")
+            for event in events:
+                if event.startswith(b"event: output\n"):
+                    payload = event.split(b"data: ", 1)[1]
+                    decoded = base64.b64decode(payload[9:-2])  # {"data":"...."}
+                    if decoded:
+                        if not got:
+                            first = time.perf_counter()
+                        got += len(decoded)
+                        digest.update(decoded)
+                elif event.startswith(b"event: end\n"):
+                    ending = "end"
+                elif event.startswith(b": lagged"):
+                    ending = "cut (lagged)"
+            if ending != "closed early" or (got >= size and b"event: end" in buffer):
+                if ending == "closed early":
+                    ending = "end"
+                break
+        elapsed = time.perf_counter() - first
+    finally:
+        conn.close()
+    return elapsed, digest.hexdigest() if got == size else f"short {got}", ending
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=SIZE)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(*args.serve)
+        return
+    with tempfile.TemporaryDirectory() as root:
+        path = make_file(Path(root), args.size)
+        expected = hashlib.sha256(path.read_bytes()).hexdigest()
+        server = Server(root, path)
+        raws: list[float] = []
+        sses: list[float] = []
+        try:
+            for round_ in range(1, args.rounds + 1):
+                raw_seconds, raw_digest = raw_read(path, args.size)
+                sse_seconds, sse_digest, ending = sse_read(server, args.size)
+                raw_rate, sse_rate = args.size / raw_seconds, args.size / sse_seconds
+                raws.append(raw_rate)
+                sses.append(sse_rate)
+                print(
+                    f"round {round_}: raw {raw_rate / 1e6:7.1f} MB/s"
+                    f" ({'exact' if raw_digest == expected else raw_digest})"
+                    f"  sse {sse_rate / 1e6:7.1f} MB/s"
+                    f" ({'exact' if sse_digest == expected else sse_digest}, {ending})"
+                    f"  ratio {sse_rate / raw_rate:.2f}"
+                )
+        finally:
+            server.close()
+    raw_median, sse_median = statistics.median(raws), statistics.median(sses)
+    print(
+        f"median over {args.rounds} rounds of {args.size / 2**20:.0f} MiB: raw"
+        f" {raw_median / 1e6:.1f} MB/s, sse {sse_median / 1e6:.1f} MB/s,"
+        f" ratio {sse_median / raw_median:.2f} (goal >= 0.7)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""The host-session stream as server-sent events (seed 000, "Host-session stream").
+
+Theory of operation:
+
+- The handler subscribes before the response starts (`SessionManager.subscribe`), so a
+  malformed or unknown id, or a closed service, is an ordinary error response. Subscribing
+  copies the record and the retained output and registers the subscriber under the session's
+  lock, the lock under which every chunk is appended: the replay and the live frames meet with
+  no gap and no overlap.
+- The body is a generator run by the request's greenlet. It writes, at once, a `state` event
+  with the record and ONE `output` event with the retained bytes (up to `retained-output`,
+  base64, sent even when empty so a client can rely on the order state, replay, live). Then
+  it takes the subscription's queued frames in batches and writes each batch in one write:
+  consecutive `output` frames of a batch become one `output` event (their bytes concatenated,
+  so base64 stays byte-exact and there are fewer, larger writes under load, while a lone
+  keystroke echo goes out as soon as it arrives: no batching window, which would be latency).
+  Only after writing a flood-sized batch (`FLOOD_BYTES`) does the stream pause `FLOOD_PAUSE`
+  before taking again, so a flood goes out in few large writes.
+- Waiting is cooperative: the subscription's wake is a `GreenWaker` (a libev async watcher of
+  this thread's hub), called from the PTY engine's thread when the subscriber's queue goes
+  from empty to non-empty. The greenlet sleeps on it with a deadline: the next keep-alive.
+- A keep-alive comment (`: keep-alive`) goes out every `keepalive` seconds (the spec's
+  `session-keepalive`), whether or not output flows, so "every 15 s" holds literally; a dead
+  client is found on that write at the latest.
+- `end` (the final record) is the last event; the generator returns and the connection closes
+  (`Connection: close`), so a stopping server never waits on a stream's keep-alive connection.
+  A subscriber that fell `subscriber-queue` frames behind is cut by the engine: the stream
+  writes a `: lagged` comment and closes without `end`; the client reconnects and starts
+  again from a fresh replay.
+- Each event is `event: NAME` and one `data:` line of JSON (JSON escapes CR and LF, so a
+  record's text can never split the line). Nothing is validated per frame: the engine's
+  records are built from the schemas, and the tests validate every frame.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from base64 import b64encode
+from collections.abc import Callable, Generator, Iterator, Mapping
+from typing import Any
+
+import gevent
+from werkzeug.wrappers import Response
+
+from bundle_server._pty import Frame, OutputSubscription, SessionReplay
+from bundle_server._sequenced import SubscriberLagged
+from bundle_server._streams import GreenWaker
+
+EVENT_STREAM = "text/event-stream"
+KEEPALIVE = b": keep-alive\n\n"
+LAGGED = b": lagged\n\n"
+# Bytes of PTY output merged into one `output` event at most: bounds the line a client's parser
+# must hold (a batch can hold up to `subscriber-queue` chunks).
+MAX_EVENT_BYTES = 262144
+# A batch this large means a flood (a full PTY read or more): pause before the next take so the
+# following chunks go out in one write and the engine stops waking us once per chunk. A lone
+# keystroke echo is far smaller and is never held back. The pause is far below what fills a
+# subscriber queue (`subscriber-queue` chunks of ~4 KiB: ~30 ms even at 150 MB/s).
+FLOOD_BYTES = 4096
+FLOOD_PAUSE = 0.002
+
+
+def session_event(event: str, session: Mapping[str, Any]) -> bytes:
+    """`event: state` / `event: end` with `{"session": ...}` on one data line."""
+    data = json.dumps({"session": session}, ensure_ascii=False, separators=(",", ":"))
+    return b"event: " + event.encode("ascii") + b"\ndata: " + data.encode("utf-8") + b"\n\n"
+
+
+def output_event(data: bytes) -> bytes:
+    """`event: output` with `{"data": "<base64>"}`; the alphabet needs no JSON escaping."""
+    return b'event: output\ndata: {"data":"' + b64encode(data) + b'"}\n\n'
+
+
+def encode_batch(frames: list[Frame]) -> bytes:
+    """One write for a batch of frames, runs of `output` frames merged into one event each."""
+    parts: list[bytes] = []
+    pending: list[bytes] = []
+    size = 0
+    for frame in frames:
+        if frame.event == "output":
+            if size + len(frame.data) > MAX_EVENT_BYTES and pending:
+                parts.append(output_event(b"".join(pending)))
+                pending, size = [], 0
+            pending.append(frame.data)
+            size += len(frame.data)
+            continue
+        if pending:
+            parts.append(output_event(b"".join(pending)))
+            pending, size = [], 0
+        parts.append(session_event(frame.event, frame.session))
+    if pending:
+        parts.append(output_event(b"".join(pending)))
+    return b"".join(parts)
+
+
+def session_stream(
+    replay: SessionReplay,
+    subscription: OutputSubscription,
+    waker: GreenWaker,
+    *,
+    keepalive: float,
+) -> Response:
+    """The streaming response of one subscriber; owns `subscription` and `waker` from now on."""
+    body = _Body(replay, subscription, waker, keepalive)
+    response = Response(body, mimetype=EVENT_STREAM, direct_passthrough=True)
+    # The stream ends with its session (or its reader): the connection goes with it, so a
+    # server that is stopping never waits on a keep-alive connection a stream left behind.
+    response.headers["Connection"] = "close"
+    # Proxies that buffer (nginx) would hold keystroke echoes back.
+    response.headers["X-Accel-Buffering"] = "no"
+    return response
+
+
+class _Body:
+    """The response body: the event generator, plus a `close` that releases the subscription
+    even when the body was never iterated (a client gone before the first write: closing a
+    generator that never started does not run its `finally`)."""
+
+    def __init__(
+        self,
+        replay: SessionReplay,
+        subscription: OutputSubscription,
+        waker: GreenWaker,
+        keepalive: float,
+    ) -> None:
+        self._subscription = subscription
+        self._waker: GreenWaker | None = waker
+        self._events = _events(replay, subscription, waker, keepalive, self.release)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._events
+
+    def close(self) -> None:
+        self._events.close()
+        self.release()
+
+    def release(self) -> None:
+        if self._waker is None:
+            return
+        waker, self._waker = self._waker, None
+        # Cancel first: once it returns the engine can no longer call the waker's `wake`.
+        self._subscription.cancel()
+        waker.close()
+
+
+def _events(
+    replay: SessionReplay,
+    subscription: OutputSubscription,
+    waker: GreenWaker,
+    keepalive: float,
+    release: Callable[[], None],
+) -> Generator[bytes, None, None]:
+    try:
+        yield session_event("state", replay.session) + output_event(replay.output)
+        due = time.monotonic() + keepalive
+        while True:
+            try:
+                frames = subscription.take()
+            except SubscriberLagged:
+                yield LAGGED
+                return
+            now = time.monotonic()
+            chunk = encode_batch(frames) if frames else b""
+            if now >= due:
+                chunk += KEEPALIVE
+                due = now + keepalive
+            if chunk:
+                yield chunk
+            if subscription.done:
+                return
+            if not frames:
+                waker.wait(max(0.0, due - time.monotonic()))
+            elif len(chunk) >= FLOOD_BYTES:
+                gevent.sleep(FLOOD_PAUSE)
+    finally:
+        release()

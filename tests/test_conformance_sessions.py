@@ -1,0 +1,154 @@
+"""The kit's host-session checks (conformance/checks/sessions.py) against our server, with the
+fake host program: they pass with a launchable host kind, SKIP with the reason without one,
+and fail against a server that breaks the stream's contract."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _kit import describe
+
+import bundle_server._sessions  # noqa: F401  (registers the session handlers until _app does)
+from bundle_server._app import create_app
+from bundle_server._pty import SessionManager
+from bundle_server._shell import LoopbackShell
+from bundle_server._trace_hub import TraceHub
+from conformance import Report, Status, Target, registered, run
+
+FAKE_HOST = str(Path(__file__).with_name("fake_host.py"))
+SESSION = "s" * 43
+CHECKS = [c for c in registered() if c.name.startswith("sessions.")]
+IDS = sorted({i for c in CHECKS for i in c.ids})
+NEEDS_HOST = sorted(
+    {
+        i
+        for c in CHECKS
+        if c.name
+        not in (
+            "sessions.session_list",
+            "sessions.session_ids",
+            "sessions.create_bodies",
+            "sessions.unsupported_methods",
+        )
+        for i in c.ids
+    }
+    - {i for c in CHECKS if c.name == "sessions.create_bodies" for i in c.ids}
+    - {i for c in CHECKS if c.name == "sessions.session_ids" for i in c.ids}
+    - {i for c in CHECKS if c.name == "sessions.unsupported_methods" for i in c.ids}
+)
+WSGIApp = Callable[..., Any]
+
+
+def fake(*actions: str) -> dict[str, Any]:
+    return {"executable": sys.executable, "args": ["-I", "-S", FAKE_HOST, *actions]}
+
+
+@contextmanager
+def serve(
+    tmp_path: Path,
+    wrap: Callable[[WSGIApp], WSGIApp] = lambda app: app,
+    actions: tuple[str, ...] = ("ready", "sleep"),
+) -> Iterator[tuple[str, SessionManager]]:
+    """Our stack with a session manager whose host_a is the fake host (host_b cannot launch),
+    and a short keep-alive seam so the slow check is quick."""
+    manager = SessionManager(
+        tmp_path,
+        executables={"host_a": fake(*actions), "host_b": "/nonexistent/host_b"},
+        terminate_grace=0.3,
+    )
+    shell = LoopbackShell("127.0.0.1", 0)
+    app = create_app(
+        port=shell.port, session_token=SESSION, hub=TraceHub(), keepalive=0.5, sessions=manager
+    )
+    shell.start(wrap(app))
+    try:
+        yield shell.url, manager
+    finally:
+        manager.close()
+        shell.stop()
+
+
+def kit(url: str, host: str | None, select: list[str] | None = None) -> Report:
+    target = Target(url, SESSION, host=host, slow=True, stream_timeout=3.0)
+    return run(target, select or IDS, checks=CHECKS)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, SessionManager]]:
+    with serve(tmp_path) as found:
+        yield found
+
+
+def test_the_session_checks_pass_with_the_fake_host(served: tuple[str, SessionManager]) -> None:
+    url, manager = served
+    report = kit(url, "host_a")
+    status = {r.requirement: r.status for r in report.results}
+    assert set(status) == set(IDS)
+    assert all(s is Status.PASS for s in status.values()), describe(report)
+    # Everything the kit started was ended and forgotten.
+    assert manager.list()["sessions"] == []
+
+
+def test_without_a_host_kind_the_checks_that_launch_skip(
+    served: tuple[str, SessionManager],
+) -> None:
+    url, manager = served
+    report = kit(url, None)
+    for result in report.results:
+        if result.requirement in NEEDS_HOST:
+            assert result.status is Status.SKIP, describe(report, {result.requirement})
+            assert "--host" in result.reason
+        else:
+            assert result.status is Status.PASS, describe(report, {result.requirement})
+    assert manager.list()["sessions"] == []
+
+
+def test_an_unlaunchable_host_kind_skips_with_the_servers_reason(
+    served: tuple[str, SessionManager],
+) -> None:
+    url, _ = served
+    report = kit(url, "host_b", ["HS-021", "LIM-006"])
+    for result in report.results:
+        assert result.status is Status.SKIP
+        assert "host_b is not launchable here" in result.reason
+        assert "nonexistent" in result.reason
+
+
+def _no_replay(app: WSGIApp) -> WSGIApp:
+    """A broken server: the stream's replay `output` event is dropped."""
+
+    def wrapped(environ: dict[str, Any], start_response: Any) -> Any:
+        body = app(environ, start_response)
+        if not environ["PATH_INFO"].endswith("/stream"):
+            return body
+
+        def chunks() -> Iterator[bytes]:
+            dropped = False
+            try:
+                for chunk in body:
+                    if not dropped and b"event: output" in chunk:
+                        dropped = True
+                        head, _, rest = chunk.partition(b"event: output")
+                        chunk = head + rest.partition(b"\n\n")[2]
+                    yield chunk
+            finally:
+                close = getattr(body, "close", None)
+                if close is not None:
+                    close()
+
+        return chunks()
+
+    return wrapped
+
+
+def test_the_stream_check_fails_a_stream_without_its_replay(tmp_path: Path) -> None:
+    # A host that prints nothing: no live output can stand in for the missing replay.
+    with serve(tmp_path, _no_replay, ("sleep",)) as (url, _):
+        report = kit(url, "host_a", ["HS-036"])
+    assert report.result("HS-036").status is Status.FAIL
+    assert "began with" in report.result("HS-036").reason
