@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _live import Response as Reply
 from fake_host import pattern
 
 import bundle_server._sessions  # noqa: F401  (registers the session handlers until _app does)
@@ -44,22 +45,6 @@ FRAME_SCHEMAS = {
 
 def host(*actions: str) -> dict[str, Any]:
     return {"executable": sys.executable, "args": ["-I", "-S", FAKE_HOST, *actions]}
-
-
-@dataclass
-class Reply:
-    status: int
-    headers: dict[str, str]
-    data: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.data)
-
-    def code(self) -> str:
-        envelope = self.json()
-        reference_validator("ErrorEnvelope.json").validate(envelope)
-        code: str = envelope["error"]["code"]
-        return code
 
 
 @dataclass
