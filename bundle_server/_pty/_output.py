@@ -9,8 +9,9 @@ Theory of operation:
 - `subscribe(record, wake)` copies the ring and registers the subscriber under the session's
   lock, the same lock under which `append` adds a chunk: every later chunk reaches the
   subscriber and none of them is also in its replay (no gap, no overlap).
-- Each subscriber has a bounded queue of frames (spec limit `subscriber-queue`). One that
-  falls that far behind is cut (`SubscriberLagged` on its next `take`) and forgotten: the
+- Each subscriber has a bounded queue: at most `subscriber-queue` frames and
+  `subscriber-queue-bytes` bytes of output (frames vary in size, so a count alone would not
+  bound memory). One that falls that far behind is cut (`SubscriberLagged` on its next `take`) and forgotten: the
   reader never waits for a subscriber, so neither the child nor the other readers slow down.
   The `end` frame is always queued, past the bound, so a reader that keeps up always sees it.
 - `wake` is called, under the lock, when a subscriber's queue goes from empty to non-empty
@@ -26,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bundle_contract._spec import get_spec
 from bundle_server._sequenced import SubscriberLagged
 
 Record = Mapping[str, Any]
@@ -44,9 +46,13 @@ class Frame:
 class OutputSubscription:
     """A reader's live frames after its replay. `take()` never waits."""
 
-    def __init__(self, log: OutputLog, capacity: int, wake: Callable[[], None] | None) -> None:
+    def __init__(
+        self, log: OutputLog, capacity: int, byte_capacity: int, wake: Callable[[], None] | None
+    ) -> None:
         self._log = log
         self._capacity = capacity
+        self._byte_capacity = byte_capacity
+        self._bytes = 0  # output bytes queued
         self._frames: deque[Frame] = deque()
         self._event = threading.Event()
         self._wake = wake or self._event.set
@@ -55,11 +61,14 @@ class OutputSubscription:
 
     def _offer(self, frame: Frame) -> bool:
         # Under the log's lock.
-        if frame.event != "end" and len(self._frames) >= self._capacity:
+        too_many = len(self._frames) >= self._capacity
+        too_big = self._bytes + len(frame.data) > self._byte_capacity
+        if frame.event != "end" and (too_many or too_big):
             self.lagged = True
             self._wake()
             return False
         self._frames.append(frame)
+        self._bytes += len(frame.data)
         if len(self._frames) == 1:
             self._wake()
         return True
@@ -75,6 +84,7 @@ class OutputSubscription:
                 raise SubscriberLagged("session stream subscriber fell too far behind")
             batch = list(self._frames)
             self._frames.clear()
+            self._bytes = 0
             if batch and batch[-1].event == "end":
                 self.done = True
             return batch
@@ -90,9 +100,20 @@ class OutputSubscription:
 class OutputLog:
     """The retained bytes of one session and its live subscribers."""
 
-    def __init__(self, capacity: int, queue_capacity: int, lock: threading.Lock) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        queue_capacity: int,
+        lock: threading.Lock,
+        queue_bytes: int | None = None,
+    ) -> None:
         self.capacity = capacity
         self.queue_capacity = queue_capacity
+        self.queue_bytes = (
+            queue_bytes
+            if queue_bytes is not None
+            else get_spec().limit("subscriber-queue-bytes")["maximum"]
+        )
         self.lock = lock
         self._chunks: deque[bytes] = deque()
         self._size = 0
@@ -136,7 +157,7 @@ class OutputLog:
         self._subscribers.clear()
 
     def subscribe(self, record: Record, wake: Callable[[], None] | None) -> OutputSubscription:
-        subscription = OutputSubscription(self, self.queue_capacity, wake)
+        subscription = OutputSubscription(self, self.queue_capacity, self.queue_bytes, wake)
         if self._ended:
             subscription._offer(Frame("end", session=record))
         else:

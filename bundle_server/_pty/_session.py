@@ -83,6 +83,8 @@ LADDER_FIRST_STEP = 0.002
 LADDER_MAX_STEP = 0.05
 # Reads between two yields of the reader, so one busy session cannot starve the others.
 READS_PER_YIELD = 8
+# Bytes gathered from reads that are already waiting before they are published as one chunk.
+COALESCE_BYTES = 65536
 LADDER = (signal.SIGHUP, signal.SIGTERM, signal.SIGKILL)
 
 
@@ -270,8 +272,18 @@ class Session:
                     continue
                 if not data:
                     return
+                # A PTY hands out at most a few KiB per read; what is already waiting is taken
+                # now and published as one chunk, so a flood costs one lock, frame and wake per
+                # COALESCE_BYTES instead of per read. A lone keystroke echo still goes at once.
+                chunks, size = [data], len(data)
+                while size < COALESCE_BYTES:
+                    more = self.child.read()
+                    if not more:  # nothing ready (None), or closed: the next read says so
+                        break
+                    chunks.append(more)
+                    size += len(more)
                 with self.lock:
-                    self.output.append(data)
+                    self.output.append(b"".join(chunks) if len(chunks) > 1 else data)
                 reads += 1
                 if reads % READS_PER_YIELD == 0:
                     gevent.sleep(0)
