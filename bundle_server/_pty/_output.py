@@ -11,9 +11,10 @@ Theory of operation:
   subscriber and none of them is also in its replay (no gap, no overlap).
 - Each subscriber has a bounded queue: at most `subscriber-queue` frames and
   `subscriber-queue-bytes` bytes of output (frames vary in size, so a count alone would not
-  bound memory). One that falls that far behind is cut (`SubscriberLagged` on its next `take`) and forgotten: the
-  reader never waits for a subscriber, so neither the child nor the other readers slow down.
-  The `end` frame is always queued, past the bound, so a reader that keeps up always sees it.
+  bound memory). One that falls that far behind is cut (`SubscriberLagged` on its next
+  `take`) and forgotten: the reader never waits for a subscriber, so neither the child nor
+  the other readers slow down. The `end` frame is always queued, past the bound, so a reader
+  that keeps up always sees it.
 - `wake` is called, under the lock, when a subscriber's queue goes from empty to non-empty
   and when it is cut or ended. It must not block: the HTTP layer passes `GreenWaker.wake` (a
   libev async send, safe from the engine thread).

@@ -81,8 +81,9 @@ KILL_WAIT_SECONDS = 2.0
 # well-behaved child is gone within milliseconds), then slower (each check scans /proc).
 LADDER_FIRST_STEP = 0.002
 LADDER_MAX_STEP = 0.05
-# Reads between two yields of the reader, so one busy session cannot starve the others.
-READS_PER_YIELD = 8
+# Chunks between two yields of the reader, so one busy session cannot starve the others (a
+# chunk is already up to COALESCE_BYTES: yield after each).
+READS_PER_YIELD = 1
 # Bytes gathered from reads that are already waiting before they are published as one chunk.
 COALESCE_BYTES = 65536
 LADDER = (signal.SIGHUP, signal.SIGTERM, signal.SIGKILL)
