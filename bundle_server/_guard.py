@@ -21,6 +21,7 @@ import hmac
 import ipaddress
 import secrets
 from collections.abc import Iterable
+from functools import cache
 
 from bundle_contract._generated.errors import (
     HostNotAllowed,
@@ -31,16 +32,21 @@ from bundle_contract._generated.errors import (
     SessionRequired,
     UnsupportedMediaType,
 )
+from bundle_contract._spec import get_spec
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-# Longer than any token we issue (43 characters of URL-safe base64); refuses absurd values cheaply.
-MAX_SESSION_VALUE = 256
+
+
+@cache
+def max_session_value() -> int:
+    """SessionToken.json's maxLength: longer than any token we issue (43 characters), so an
+    absurd value is refused before any comparison."""
+    bound: int = get_spec().schemas["SessionToken"]["maxLength"]
+    return bound
 
 
 def new_token() -> str:
     """A fresh secret: `session-token-bytes` random bytes, URL-safe base64 without padding."""
-    from bundle_contract._spec import get_spec
-
     return secrets.token_urlsafe(get_spec().limit("session-token-bytes")["maximum"])
 
 
@@ -63,7 +69,7 @@ def check_origin(origin: str | None, host: str, dev_origins: Iterable[str] = ())
 
 def same_secret(presented: str | None, token: str) -> bool:
     """Constant-time equality on bytes; None, overlong or non-ASCII values are simply unequal."""
-    if presented is None or len(presented) > MAX_SESSION_VALUE:
+    if presented is None or len(presented) > max_session_value():
         return False
     try:
         given = presented.encode("ascii")

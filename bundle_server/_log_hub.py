@@ -27,10 +27,17 @@ from bundle_contract._validation import validate
 from bundle_server._sequenced import Record, SequencedHub
 from bundle_server._trace_hub import TraceHub
 
-# Seed 000, Raw logs: the keys whose value a trace correlation can be found by, in order.
-LINK_KEYS = ("correlationId", "invocationId", "mcpSessionId")
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 LEVELS = {"DEBUG": "debug", "INFO": "info", "WARNING": "warn", "ERROR": "error"}
+
+
+@cache
+def link_keys() -> tuple[str, ...]:
+    """The context keys a record may link by (seed 000, Raw logs), in order: those of
+    DevLogRecord.json's `href` rule."""
+    schema = plain(get_spec().schemas["DevLogRecord"])
+    rule = schema["then"]["properties"]["context"]["anyOf"]
+    return tuple(key for alternative in rule for key in alternative["required"])
 
 
 @cache
@@ -76,7 +83,7 @@ class LogHub(SequencedHub):
             "message": browser_safe(message, self._message_limit),
             "context": kept,
         }
-        link = next((kept[key] for key in LINK_KEYS if kept.get(key)), None)
+        link = next((kept[key] for key in link_keys() if kept.get(key)), None)
         if link is not None:
             record["href"] = "/trace?correlation=" + quote(link, safe="")
 

@@ -64,7 +64,7 @@ class HeaderLimits:
     count: int
     size: int
     # Seconds one socket read or write may make no progress (`socket-io-timeout`).
-    io_timeout: float = 30.0
+    io_timeout: float
 
     @classmethod
     def from_spec(

@@ -38,11 +38,13 @@ import json
 import time
 from base64 import b64encode
 from collections.abc import Callable, Generator, Iterator, Mapping
+from functools import cache
 from typing import Any
 
 import gevent
 from werkzeug.wrappers import Response
 
+from bundle_contract._spec import get_spec
 from bundle_server._pty import Frame, OutputSubscription, SessionReplay
 from bundle_server._sequenced import SubscriberLagged
 from bundle_server._streams import GreenWaker
@@ -50,9 +52,16 @@ from bundle_server._streams import GreenWaker
 EVENT_STREAM = "text/event-stream"
 KEEPALIVE = b": keep-alive\n\n"
 LAGGED = b": lagged\n\n"
-# Bytes of PTY output merged into one `output` event at most: bounds the line a client's parser
-# must hold (a batch can hold up to `subscriber-queue` chunks).
-MAX_EVENT_BYTES = 262144
+
+
+@cache
+def max_event_bytes() -> int:
+    """Bytes of PTY output merged into one `output` event at most: no more than the replay
+    event carries (`retained-output`), which bounds the line a client's parser must hold."""
+    bound: int = get_spec().limit("retained-output")["maximum"]
+    return bound
+
+
 # A batch this large means a flood (a full PTY read or more): pause before the next take so the
 # following chunks go out in one write and the engine stops waking us once per chunk. A lone
 # keystroke echo is far smaller and is never held back. The pause is far below what fills a
@@ -79,7 +88,7 @@ def encode_batch(frames: list[Frame]) -> bytes:
     size = 0
     for frame in frames:
         if frame.event == "output":
-            if size + len(frame.data) > MAX_EVENT_BYTES and pending:
+            if size + len(frame.data) > max_event_bytes() and pending:
                 parts.append(output_event(b"".join(pending)))
                 pending, size = [], 0
             pending.append(frame.data)

@@ -86,6 +86,8 @@ LADDER_MAX_STEP = 0.05
 READS_PER_YIELD = 1
 # Bytes gathered from reads that are already waiting before they are published as one chunk.
 COALESCE_BYTES = 65536
+# Bytes of pending input offered to the PTY per write (it takes what it can).
+WRITE_CHUNK = 65536
 LADDER = (signal.SIGHUP, signal.SIGTERM, signal.SIGKILL)
 
 
@@ -342,7 +344,7 @@ class Session:
                         self._pending.clear()
                         self._writer_active = False
                         return
-                    taken = self._write_now(bytes(self._pending[:65536]))
+                    taken = self._write_now(bytes(self._pending[:WRITE_CHUNK]))
                     if taken:
                         del self._pending[:taken]
                         continue
