@@ -425,7 +425,8 @@ def test_connection_refused_is_false_at_once(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}{runtime.RECEIPT_ROUTE_PATH}"
     start = time.monotonic()
     assert post_receipt(RECEIPT, bundle_root=install(tmp_path, endpoint_for(url))) is False
-    assert time.monotonic() - start < 0.2
+    # Well inside the post time (a loaded machine can take a few hundred ms to schedule us).
+    assert time.monotonic() - start < BUDGET
 
 
 def test_garbage_and_truncated_responses(tmp_path: Path) -> None:
@@ -633,9 +634,10 @@ def test_end_to_end_refusals_are_false(
 def test_end_to_end_nothing_is_posted_once_the_server_closed(served: tuple[Any, Path]) -> None:
     handle, bundle = served
     handle.close()  # removes the endpoint file
-    start = time.monotonic()
+    # Not a timing bound (machines are noisy): with the file gone there is no endpoint at all,
+    # so the wrapper gives up without opening a connection.
+    assert find_endpoint(bundle) is None
     assert post_receipt(_valid_receipt(), bundle_root=bundle) is False
-    assert time.monotonic() - start < 0.2
 
 
 # --- import cost ---
