@@ -1,7 +1,10 @@
 """`start_dev_server`: the programmatic way to run the development server (seed 001).
 
 Theory of operation: the options are checked against StartOptions.json before anything
-starts. Then, in this order, each step registered for undoing as it succeeds:
+starts, and the project's config file (runtime.toml `project-config`) is read and checked
+against BundleConfig.json; a bad one raises ConfigInvalid with nothing to undo. Its
+`dev.hosts` are the host-session executables, with `host_executables` on top per host kind.
+Then, in this order, each step registered for undoing as it succeeds:
 
 1. the trace hub, the raw-log hub and the bridge feeding the server's loggers into it;
 2. a session token and a separate receipt token (`new_token`);
@@ -35,6 +38,7 @@ from bundle_server._endpoint_file import (
 )
 from bundle_server._guard import new_token
 from bundle_server._log_hub import LogBridge, LogHub
+from bundle_server._project_config import host_overrides, read_project_config
 from bundle_server._pty import SessionManager
 from bundle_server._shell import LoopbackShell
 from bundle_server._trace_hub import TraceHub
@@ -107,10 +111,14 @@ class DevServer:
         check_responses: bool = False,
     ) -> None:
         self.options = options
-        self._host_executables = dict(host_executables or {})
+        self.project_root = Path(options["root"]).resolve()
+        # Read before anything is started, so a bad config file leaves nothing to undo. The
+        # file is the project's say; an explicit argument (a test, an embedding tool) is the
+        # caller's, and wins per host kind.
+        config = read_project_config(self.project_root)
+        self._host_executables = {**host_overrides(config), **(host_executables or {})}
         self._check_responses = check_responses
         self.sessions: SessionManager | None = None
-        self.project_root = Path(options["root"]).resolve()
         self.session_token = new_token()
         self.receipt_token = new_token()
         self.started_at = utc_timestamp()
@@ -233,10 +241,13 @@ def start_dev_server(
     `port` 0 picks a free port. `open` opens the Workbench in a browser (through `opener`,
     `webbrowser.open` by default). `install_hosts` and `registry` are validated and kept in
     `DevServer.options` for the development-install feature. `header_timeout` (seconds),
-    `opener` and `host_executables` (host kind -> executable, in place of spec/hosts.toml's)
-    are test seams outside StartOptions; `check_responses` holds every JSON response to its
-    route's schema before sending it (the tests and the fuzzer turn it on; a server that
-    trusts its handlers skips the cost).
+    `opener` and `host_executables` (host kind -> executable, in place of spec/hosts.toml's
+    and of the project config file's `dev.hosts`) are test seams outside StartOptions;
+    `check_responses` holds every JSON response to its route's schema before sending it (the
+    tests and the fuzzer turn it on; a server that trusts its handlers skips the cost).
+
+    Raises ConfigInvalid, before anything starts, when the project's config file cannot be
+    read or does not conform to BundleConfig.json.
     """
     options = start_options(
         root,

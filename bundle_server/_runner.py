@@ -1,7 +1,9 @@
 """`bundle-server [PROJECT_DIR] [--port N] [--open] [--ready-file FILE]`: run the dev server.
 
 Theory of operation: the arguments are checked as StartOptions before anything starts (a
-missing directory or a bad port is a usage error, exit 2, one line on stderr). SIGINT and
+missing directory or a bad port is a usage error, exit 2, one line on stderr); so is a project
+config file the server refuses at start (ConfigInvalid): the fix is in what the user gave us,
+as with a bad argument, not in the machine (a busy port, exit 1). SIGINT and
 SIGTERM are blocked before the server thread exists, so every thread inherits the mask and the
 signals reach only `sigwait` in the main thread: no handler runs at an arbitrary point, and
 shutdown always goes through the same path. Once the server listens, the Workbench URL is
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from bundle_contract._error_bases import ContractError
+from bundle_contract._generated.errors import ConfigInvalid
 from bundle_server._dev_server import start_dev_server, start_options
 from bundle_server._endpoint_file import remove_ready_file, write_ready_file
 
@@ -86,6 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _serve(project_dir: str, port: int, open_browser: bool, ready_file: Path | None) -> int:
     try:
         server = start_dev_server(project_dir, port=port, open=open_browser)
+    except ConfigInvalid as exc:
+        # The same one-line form as the parser's usage errors; a schema message quotes the
+        # offending value, which must not spill onto more lines.
+        message = " ".join(exc.message.splitlines())
+        print(f"bundle-server: error: {message}", file=sys.stderr, flush=True)
+        return 2
     except (OSError, RuntimeError) as exc:
         print(f"bundle-server: cannot start: {exc}", file=sys.stderr, flush=True)
         return 1
