@@ -40,6 +40,7 @@ from bundle_server._guard import new_token
 from bundle_server._log_hub import LogBridge, LogHub
 from bundle_server._project_config import host_overrides, read_project_config
 from bundle_server._pty import SessionManager
+from bundle_server._pty._engine import Engine
 from bundle_server._shell import LoopbackShell
 from bundle_server._trace_hub import TraceHub
 
@@ -149,6 +150,7 @@ class DevServer:
             self.project_root,
             executables=self._host_executables,
             publish=functools.partial(self.hub.publish, "session"),
+            engine=self._shell_engine,
         )
         self._app = create_app(
             port=self.port,
@@ -168,6 +170,12 @@ class DevServer:
         )
         if self.options["open"]:
             opener(self.workbench_url)
+
+    def _shell_engine(self) -> Engine:
+        # The sessions' I/O runs in the shell's own hub (see `_pty/_engine.py` for why);
+        # `close()` ends every session before it stops the shell.
+        assert self._shell is not None and self._shell.thread is not None
+        return Engine.borrow(self._shell.loop, self._shell.thread)
 
     @property
     def closed(self) -> bool:

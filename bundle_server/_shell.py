@@ -317,6 +317,7 @@ class LoopbackShell:
         self.port: int = self._listener.getsockname()[1]
         self._stop_grace = stop_grace
         self._thread: threading.Thread | None = None
+        self.loop: Any = None  # the server thread's gevent loop, once it runs
         self._ready = threading.Event()
         self._failure: BaseException | None = None
         self._request_stop: Callable[[], None] | None = None
@@ -327,6 +328,10 @@ class LoopbackShell:
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
 
     @property
     def running(self) -> bool:
@@ -359,7 +364,7 @@ class LoopbackShell:
             stop_event = gevent.event.Event()
             server = _Server(listener, app, self.limits)
             server.start()
-            loop = hub.loop
+            loop = self.loop = hub.loop
             self._request_stop = lambda: loop.run_callback_threadsafe(stop_event.set)
         except BaseException as exc:
             self._failure = exc

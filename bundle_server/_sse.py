@@ -16,9 +16,10 @@ Theory of operation:
   keystroke echo goes out as soon as it arrives: no batching window, which would be latency).
   Only after writing a flood-sized batch (`FLOOD_BYTES`) does the stream pause `FLOOD_PAUSE`
   before taking again, so a flood goes out in few large writes.
-- Waiting is cooperative: the subscription's wake is a `GreenWaker` (a libev async watcher of
-  this thread's hub), called from the PTY engine's thread when the subscriber's queue goes
-  from empty to non-empty. The greenlet sleeps on it with a deadline: the next keep-alive.
+- Waiting is cooperative: the subscription's wake is a `GreenWaker`, called by the PTY reader
+  when the subscriber's queue goes from empty to non-empty (in the development server the
+  reader runs in this same hub, and the wake is a plain event; from another thread, a libev
+  async watcher). The greenlet sleeps on it with a deadline: the next keep-alive.
 - A keep-alive comment (`: keep-alive`) goes out every `keepalive` seconds (the spec's
   `session-keepalive`), whether or not output flows, so "every 15 s" holds literally; a dead
   client is found on that write at the latest.

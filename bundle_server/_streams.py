@@ -60,15 +60,23 @@ class ThreadWaker:
 
 
 class GreenWaker:
-    """Wakes one greenlet of the current thread's hub from any thread (one stream's waker)."""
+    """Wakes one greenlet of the current thread's hub from any thread (one stream's waker).
+
+    From its own thread (a PTY reader in the same hub) it sets the event at once: the waiter
+    then runs in this round of the loop's callbacks, where an async send would be seen only
+    after the next poll, one more loop iteration of latency per keystroke echo."""
 
     def __init__(self) -> None:
         self._event = gevent.event.Event()
+        self._thread = threading.get_ident()
         self._watcher = gevent.get_hub().loop.async_()
         self._watcher.start(self._event.set)
 
     def wake(self) -> None:
-        self._watcher.send()
+        if threading.get_ident() == self._thread:
+            self._event.set()
+        else:
+            self._watcher.send()
 
     def wait(self, timeout: float | None) -> bool:
         """True when woken, False when `timeout` passed first."""

@@ -458,8 +458,6 @@ def test_a_slow_subscriber_is_cut_and_others_are_not_slowed(
 def test_input_to_a_child_that_stopped_reading_never_blocks_the_hub(
     make: Callable[..., SessionManager],
 ) -> None:
-    from bundle_server._pty import PENDING_INPUT_BYTES
-
     manager = make("raw", "ready", "sleep")
     record = manager.create("host_a", cols=80, rows=24)
     Reader(manager, record["id"]).until(b"ready")
@@ -483,7 +481,7 @@ def test_input_to_a_child_that_stopped_reading_never_blocks_the_hub(
             slowest = max(slowest, time.monotonic() - started)
             written += len(chunk)
             gevent.sleep(0)
-            assert written <= PENDING_INPUT_BYTES + (1 << 20), "the PTY took it all?"
+            assert written <= manager.pending_input_bound + (1 << 20), "the PTY took it all?"
     assert refused.value.status == 400 and "pending" in refused.value.message
     assert slowest < 0.05  # each write returned at once
     before = ticks

@@ -522,6 +522,30 @@ def test_replay_is_the_last_256_kib_byte_exact(make_server: Any) -> None:
         late.close()
 
 
+def test_a_flood_that_exits_loses_no_byte_of_its_tail(make_server: Any) -> None:
+    # The child writes far more than the PTY buffers and exits at once: its last output is
+    # still in the kernel when it is reaped, and must all reach the ring before `end`.
+    size = 16 * 1024 * 1024 + 7
+    _server, client = make_server("raw", f"emit:{size}", "exit:0")
+    session_id = client.create()["id"]
+    live = client.stream(session_id)
+    try:
+        events = live.until(lambda event: event.name == "end")
+        assert events[-1].data["session"]["state"] == "exited"
+        assert pattern(size).endswith(bytes(live.output))
+    finally:
+        live.close()
+    late = client.stream(session_id)
+    try:
+        late.event(), late.event()
+        assert (
+            hashlib.sha256(late.output).digest()
+            == hashlib.sha256(pattern(size)[-RETAINED:]).digest()
+        )
+    finally:
+        late.close()
+
+
 def test_a_utf8_character_split_across_reads_survives(make_server: Any) -> None:
     _server, client = make_server("raw", "split", "sleep")
     stream = client.stream(client.create()["id"])

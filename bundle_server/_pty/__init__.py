@@ -27,10 +27,9 @@ Serving a session stream (seed 000, "Host-session stream") from a request greenl
 from bundle_server._pty._hosts import availability, host_kinds
 from bundle_server._pty._manager import SessionManager, new_session_id
 from bundle_server._pty._output import Frame, OutputSubscription
-from bundle_server._pty._session import PENDING_INPUT_BYTES, SessionReplay
+from bundle_server._pty._session import SessionReplay
 
 __all__ = [
-    "PENDING_INPUT_BYTES",
     "Frame",
     "OutputSubscription",
     "SessionManager",

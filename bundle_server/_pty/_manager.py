@@ -5,7 +5,9 @@ Theory of operation:
 
 - Every method is safe from any thread and never blocks a gevent hub: waits (a terminate
   ladder, close) poll cooperatively (`_engine.pause`). The sessions' I/O runs in one engine
-  thread (`_engine.py`), started with the first session and stopped by `close()`.
+  (`_engine.py`), made with the first session by the `engine` factory (the development server
+  passes one that borrows its own hub) or, by default, a thread of its own that `close()`
+  stops.
 - The cap (spec limit `active-sessions`) is enforced under the registry lock: a create
   reserves its slot before spawning and gives it back if the spawn fails, so concurrent
   creates can never overshoot. The refusal is states.toml's own row ("four sessions already
@@ -35,6 +37,7 @@ import string
 import threading
 import time
 from collections.abc import Callable, Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -53,23 +56,33 @@ from bundle_server._pty._output import OutputSubscription
 from bundle_server._pty._process import PtyChild, enable_subreaper, require_ptyprocess
 from bundle_server._pty._session import (
     KILL_WAIT_SECONDS,
-    PENDING_INPUT_BYTES,
     Publish,
     Session,
     SessionReplay,
 )
 
 ID_ALPHABET = string.digits + string.ascii_lowercase
-ID_LENGTH = 16
 DEFAULT_TERM = "xterm-256color"
 CREATE = "POST create"
 CAN_CREATE = "host launchable, fewer than four active sessions"
 CANNOT_CREATE = "four sessions already active"
 
 
+@cache
+def _id_shape() -> tuple[str, int]:
+    """The prefix and length of a session id, read from the `session-id` limit's pattern
+    (`^hs_[0-9a-z]{16}$`), so the ids made here are the ids the routes accept."""
+    pattern: str = get_spec().limit("session-id")["pattern"]
+    shape = re.fullmatch(r"\^(?P<prefix>[a-z_]+)\[0-9a-z\]\{(?P<length>\d+)\}\$", pattern)
+    if shape is None:
+        raise ValueError(f"session-id pattern {pattern!r} is not PREFIX[0-9a-z]{{N}}")
+    return shape["prefix"], int(shape["length"])
+
+
 def new_session_id() -> str:
-    """`hs_` and 16 characters of [0-9a-z] from `secrets`."""
-    return "hs_" + "".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
+    """The `session-id` prefix and characters of [0-9a-z] from `secrets` (`hs_` and 16)."""
+    prefix, length = _id_shape()
+    return prefix + "".join(secrets.choice(ID_ALPHABET) for _ in range(length))
 
 
 class SessionManager:
@@ -86,6 +99,7 @@ class SessionManager:
         terminate_grace: float | None = None,
         check_install: Callable[[str], str | None] | None = None,
         subreaper: bool = True,
+        engine: Callable[[], Engine] | None = None,
     ) -> None:
         spec = get_spec()
         self.project_root = str(Path(project_root).resolve())
@@ -101,6 +115,7 @@ class SessionManager:
         dimension = spec.limit("terminal-dimension")
         self._dimension: tuple[int, int] = (dimension["minimum"], dimension["maximum"])
         self._input_max: int = spec.limit("session-input")["maximum"]
+        self._pending_max: int = spec.limit("session-pending-input")["maximum"]
         self._retained: int = spec.limit("retained-output")["maximum"]
         self._queue: int = spec.limit("subscriber-queue")["maximum"]
         self._grace = (
@@ -114,6 +129,7 @@ class SessionManager:
         self._closed = False
         self._close_done = threading.Event()
         self._engine: Engine | None = None
+        self._new_engine: Callable[[], Engine] = engine or Engine
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -123,7 +139,7 @@ class SessionManager:
 
     @property
     def pending_input_bound(self) -> int:
-        return PENDING_INPUT_BYTES
+        return self._pending_max
 
     def get(self, session_id: str) -> dict[str, Any]:
         """The HostSession record; AB8261 for a malformed id, AB8262 for an unknown one."""
@@ -302,7 +318,7 @@ class SessionManager:
             raise SessionServiceUnavailable("the host-session service is closed")
         self._check_dimensions(cols, rows)
         seed = None if prompt is None else prompt.encode("utf-8") + b"\r"
-        if seed is not None and len(seed) > PENDING_INPUT_BYTES:
+        if seed is not None and len(seed) > self._pending_max:
             raise MalformedSessionRequest(
                 "the prompt is too long", {"bytes": len(seed)}, variant="input-too-large"
             )
@@ -351,7 +367,7 @@ class SessionManager:
     ) -> Session:
         with self._lock:
             if self._engine is None:
-                self._engine = Engine()
+                self._engine = self._new_engine()
             engine = self._engine
             session_id = new_session_id()
             while session_id in self._sessions:
@@ -388,6 +404,7 @@ class SessionManager:
             grace=self._grace,
             retained=self._retained,
             queue=self._queue,
+            pending_bound=self._pending_max,
             publish=self._publish,
         )
         with self._lock:

@@ -4,26 +4,29 @@ Theory of operation:
 
 - Threads. Public methods (`write`, `resize`, `subscribe`, `record`, `request_terminate`) are
   called from any thread and only take `lock`, never wait. Everything that waits runs as a
-  greenlet in the engine thread (`_engine.py`): the supervisor (reaps the child), the reader,
-  the writer and the terminate ladder. `lock` (a plain threading.Lock, never held across a
-  wait) guards the record, the output ring and subscribers, the pending input and the fd: the
-  fd is closed under it, and `write`/`resize` check `fd_open` under it, so a caller in another
-  thread can never touch a closed (or reused) descriptor.
-- Output. The reader waits for readability with `gevent.socket.wait_read(fd)` and reads the
-  non-blocking master with `os.read`; every chunk goes to the ring and the subscribers
-  (`_output.py`). EIO (or EOF) means every holder of the slave closed it: the reader stops and
-  pokes the supervisor.
+  greenlet in the engine's hub (`_engine.py`: the server's own, or a thread of its own): the
+  supervisor (reaps the child), the reader, the writer and the terminate ladder. `lock` (a plain
+  threading.Lock, never held across a wait) guards the record, the output ring and subscribers,
+  the pending input and the fd: the fd is closed under it, and `write`/`resize` check `fd_open`
+  under it, so a caller in another thread can never touch a closed (or reused) descriptor.
+- Output. The reader waits for readability on one io watcher and reads the non-blocking master
+  with `os.read`; every chunk goes to the ring and the subscribers (`_output.py`). After each
+  chunk it waits on the watcher again, so the loop polls before the next chunk and a flooding
+  session gets one chunk per loop iteration; a chunk is what is already waiting, up to
+  `COALESCE_BYTES` when the session reads alone, one read while other sessions read too. EIO (or
+  EOF) means every holder of the slave closed it: the reader stops and pokes the supervisor.
 - Input. `write` tries one non-blocking `os.write` right away; what the PTY does not take
   (a child that stopped reading fills the tty's buffer) is kept in a pending buffer of at
-  most `PENDING_INPUT_BYTES`, flushed by a writer greenlet that waits with `wait_write`.
-  Input beyond that bound is refused with AB8261: `write` never waits, so no hub blocks.
-- Exit. The supervisor polls `waitpid(pid, WNOHANG)` every `REAP_INTERVAL` seconds and at
-  once when poked (EOF on the master, a ladder step). It never trusts EOF: a descendant that
-  called `setsid` can keep the slave open. Once reaped it gives the reader `DRAIN_SECONDS` to
-  collect the child's last output (the kernel moves slave output to the master
-  asynchronously), drains what is left without waiting, closes the master, records `endedAt`
-  and `exitCode` or `signal`, moves the state (states.toml: `exited`, or `terminated` when a
-  terminate was requested) and ends every subscriber with the final record.
+  most `pending_bound` bytes (spec limit `session-pending-input`), flushed by a writer
+  greenlet that waits with `wait_write`. Input beyond that bound is refused with AB8261:
+  `write` never waits, so no hub blocks.
+- Exit. The supervisor polls `waitpid(pid, WNOHANG)` every `REAP_INTERVAL` seconds and at once
+  when poked (EOF on the master, a ladder step). It never trusts EOF: a descendant that called
+  `setsid` can keep the slave open. Once reaped it lets the reader collect the child's last output
+  while it still arrives (the kernel moves slave output to the master asynchronously; see
+  `_collect`), drains what is left without waiting, closes the master, records `endedAt` and
+  `exitCode` or `signal`, moves the state (states.toml: `exited`, or `terminated` when a terminate
+  was requested) and ends every subscriber with the final record.
 - Termination. `request_terminate` starts the ladder greenlet: SIGHUP, up to `grace` seconds,
   SIGTERM, up to `grace`, SIGKILL. Each step signals the child's process group (while the
   child is unreaped) and every other member found by `_process.members` (same group or
@@ -46,7 +49,7 @@ from typing import Any
 
 import gevent
 import gevent.event
-from gevent.socket import wait_read, wait_write
+from gevent.socket import wait_write
 
 from bundle_contract._generated.errors import MalformedSessionRequest
 from bundle_contract._project import utc_timestamp
@@ -64,15 +67,15 @@ from bundle_server._pty._process import (
 
 log = logging.getLogger("bundle_server.pty")
 
-# Bound of input accepted but not yet taken by the PTY (the child stopped reading). Not a spec
-# limit yet: reported to the lead as a candidate row of spec/limits.toml.
-PENDING_INPUT_BYTES = 1 << 20
 # How often the supervisor polls waitpid when nothing pokes it.
 REAP_INTERVAL = 0.05
 # How often a running session's processes are looked up in /proc and remembered.
 MEMBER_SCAN_INTERVAL = 1.0
-# How long the reader may keep collecting after the child was reaped.
+# After the child was reaped, the reader keeps collecting while output still arrives, until it
+# has been quiet this long, and for at most DRAIN_LIMIT_SECONDS in all (the `end` frame is due
+# within a second of the exit).
 DRAIN_SECONDS = 0.05
+DRAIN_LIMIT_SECONDS = 0.5
 # Reads of the last, non-waiting drain after the reader stopped (bounds a chatty descendant).
 DRAIN_READS = 64
 # How long to wait for SIGKILLed processes to vanish before giving up on them.
@@ -81,11 +84,13 @@ KILL_WAIT_SECONDS = 2.0
 # well-behaved child is gone within milliseconds), then slower (each check scans /proc).
 LADDER_FIRST_STEP = 0.002
 LADDER_MAX_STEP = 0.05
-# Chunks between two yields of the reader, so one busy session cannot starve the others (a
-# chunk is already up to COALESCE_BYTES: yield after each).
-READS_PER_YIELD = 1
-# Bytes gathered from reads that are already waiting before they are published as one chunk.
+# Bytes gathered from reads that are already waiting before they are published as one chunk:
+# up to COALESCE_BYTES while this is the hub's only reader and nothing else is ready to run
+# (a flood goes out in few frames and writes), one PTY read's worth while other sessions read
+# too (a flood then holds the hub for one read per loop iteration, and costs the machine's
+# cores less, so another session's keystroke echo is not kept waiting behind it).
 COALESCE_BYTES = 65536
+SHARED_COALESCE_BYTES = 4096
 # Bytes of pending input offered to the PTY per write (it takes what it can).
 WRITE_CHUNK = 65536
 LADDER = (signal.SIGHUP, signal.SIGTERM, signal.SIGKILL)
@@ -104,6 +109,12 @@ class SessionReplay:
     output: bytes
 
 
+def others_ready(loop: Any) -> bool:
+    """Whether other work of this hub waits to run now: watchers this loop iteration found
+    ready and not yet served, or greenlets scheduled to run."""
+    return bool(loop.pendingcnt or getattr(loop, "_callbacks", None))
+
+
 class Session:
     """A running (or ended) host session; see the module docstring."""
 
@@ -117,6 +128,7 @@ class Session:
         grace: float,
         retained: int,
         queue: int,
+        pending_bound: int,
         publish: Publish | None,
     ) -> None:
         self.id: str = record["id"]
@@ -132,6 +144,7 @@ class Session:
         self._marker = marker
         self._grace = grace
         self._publish = publish
+        self._pending_bound = pending_bound
         self._terminating = False
         self._pending = bytearray()
         self._writer_active = False
@@ -171,11 +184,11 @@ class Session:
 
     def write(self, data: bytes) -> None:
         """Queue input for the child without ever waiting; AB8261 when the session is not
-        running or the pending input would exceed `PENDING_INPUT_BYTES`."""
+        running or the pending input would exceed `pending_bound`."""
         start_writer = False
         with self.lock:
             self._refuse_unless_running("write to")
-            if len(self._pending) + len(data) > PENDING_INPUT_BYTES:
+            if len(self._pending) + len(data) > self._pending_bound:
                 raise MalformedSessionRequest(
                     "the host is not reading its input: "
                     f"{len(self._pending)} bytes are still pending",
@@ -266,12 +279,16 @@ class Session:
             self._ladder()
 
     def _read(self) -> None:
-        reads = 0
+        hub = gevent.get_hub()
+        loop = hub.loop
+        # One watcher for the session's life: `wait_read` would make a new one per wait.
+        readable = loop.io(self.child.fd, 1)
+        self._engine.readers += 1
         try:
             while True:
                 data = self.child.read()
                 if data is None:
-                    wait_read(self.child.fd)
+                    hub.wait(readable)
                     continue
                 if not data:
                     return
@@ -279,7 +296,8 @@ class Session:
                 # now and published as one chunk, so a flood costs one lock, frame and wake per
                 # COALESCE_BYTES instead of per read. A lone keystroke echo still goes at once.
                 chunks, size = [data], len(data)
-                while size < COALESCE_BYTES:
+                budget = COALESCE_BYTES if self._engine.readers == 1 else SHARED_COALESCE_BYTES
+                while size < budget and not others_ready(loop):
                     more = self.child.read()
                     if not more:  # nothing ready (None), or closed: the next read says so
                         break
@@ -287,16 +305,26 @@ class Session:
                     size += len(more)
                 with self.lock:
                     self.output.append(b"".join(chunks) if len(chunks) > 1 else data)
-                reads += 1
-                if reads % READS_PER_YIELD == 0:
-                    gevent.sleep(0)
+                # Back through the loop's poll, not just its run queue (`sleep(0)`): requests,
+                # other sessions and the streams get their turn before the next chunk.
+                hub.wait(readable)
         finally:
+            readable.close()
+            self._engine.readers -= 1
             if self._poke is not None:
                 self._poke.set()
 
     def _collect(self, reader: Any) -> None:
-        """The child is reaped: let the reader finish, then take what is left, unwaiting."""
-        reader.join(timeout=DRAIN_SECONDS)
+        """The child is reaped: let the reader run until the PTY says every holder closed it
+        (EIO), or output stops for `DRAIN_SECONDS`, or `DRAIN_LIMIT_SECONDS` have passed (a
+        descendant that keeps the PTY open and keeps writing); then take what is left,
+        unwaiting. A fixed wait was not enough: on a busy machine the kernel can be slower
+        than that to move the child's last output to the master, and it was lost."""
+        deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
+        seen = -1
+        while not reader.dead and seen != self.output.total and time.monotonic() < deadline:
+            seen = self.output.total
+            reader.join(timeout=DRAIN_SECONDS)
         reader.kill()
         for _ in range(DRAIN_READS):
             data = self.child.read()
