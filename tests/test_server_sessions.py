@@ -499,6 +499,20 @@ def test_end_arrives_within_a_second_of_the_exit(make_server: Any) -> None:
         stream.close()
 
 
+def replay_of(client: Client, session_id: str) -> bytes:
+    """The retained output a new stream of the session replays (its `output` after `state`)."""
+    late = client.stream(session_id)
+    try:
+        late.event(), late.event()
+        return bytes(late.output)
+    finally:
+        late.close()
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def test_replay_is_the_last_256_kib_byte_exact(make_server: Any) -> None:
     size = 3 * RETAINED + 12345
     _server, client = make_server("raw", f"emit:{size}", "sleep")
@@ -511,15 +525,7 @@ def test_replay_is_the_last_256_kib_byte_exact(make_server: Any) -> None:
         assert expected.endswith(bytes(early.output))
     finally:
         early.close()
-    late = client.stream(session_id)
-    try:
-        late.event(), late.event()
-        assert (
-            hashlib.sha256(late.output).hexdigest()
-            == hashlib.sha256(expected[-RETAINED:]).hexdigest()
-        )
-    finally:
-        late.close()
+    assert sha256_hex(replay_of(client, session_id)) == sha256_hex(expected[-RETAINED:])
 
 
 def test_a_flood_that_exits_loses_no_byte_of_its_tail(make_server: Any) -> None:
@@ -535,15 +541,7 @@ def test_a_flood_that_exits_loses_no_byte_of_its_tail(make_server: Any) -> None:
         assert pattern(size).endswith(bytes(live.output))
     finally:
         live.close()
-    late = client.stream(session_id)
-    try:
-        late.event(), late.event()
-        assert (
-            hashlib.sha256(late.output).digest()
-            == hashlib.sha256(pattern(size)[-RETAINED:]).digest()
-        )
-    finally:
-        late.close()
+    assert sha256_hex(replay_of(client, session_id)) == sha256_hex(pattern(size)[-RETAINED:])
 
 
 def test_a_utf8_character_split_across_reads_survives(make_server: Any) -> None:
