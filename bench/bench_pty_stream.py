@@ -7,6 +7,11 @@ after the clock stops, so the measuring side does the least it can while timed:
 
 - raw: this process spawns it on a PTY (ptyprocess) and reads the master fd with `os.read` in a
   tight loop (select for readability): the ceiling, what the kernel's PTY gives one reader;
+- pipe: the bare pipeline the stream stands on, without HTTP, SSE framing or a server: a
+  separate process reads the same PTY with one select loop, base64-encodes what it read and
+  sends it over loopback TCP to this process, which receives it like the stream. It is the
+  floor of what any server that must base64 the output and send it to another process pays
+  on this machine; sse/pipe is what the server adds to that;
 - sse: a development server (`start_dev_server`, in a separate process, so the measuring client
   does not compete with it for a GIL) runs it as host_a; this process creates the session and at
   once reads `GET /api/sessions/<id>/stream`: it takes the body (http.client undoes the chunked
@@ -15,11 +20,11 @@ after the clock stops, so the measuring side does the least it can while timed:
   /api/sessions` right before the stream opens, so some of the output is in the replay frame: it
   is counted too, byte-exact.
 
-Printed per round: bytes/s of each, the ratio sse/raw, and whether the stream was complete
-(every byte, checked by sha256) or was cut as lagging. Then medians, and the median of the
-per-round ratios (each round measures both back to back, so it is the less noisy figure when
-the machine's load drifts between rounds). Goal (issue 5): ratio >= 0.7. No assertions: the
-machine is shared and noisy, with 2 cores.
+Printed per round: bytes/s of each, the ratios sse/raw and sse/pipe, and whether each was
+complete (every byte, checked by sha256) or the stream was cut as lagging. Then medians, and the
+median of the per-round ratios (each round measures all three back to back, so it is the less
+noisy figure when the machine's load drifts between rounds). Goal (issue 5): sse/raw >= 0.7. No
+assertions: the machine is shared and noisy, with 2 cores.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import http.client
 import json
 import os
 import select
+import socket
 import statistics
 import subprocess
 import sys
@@ -84,6 +90,75 @@ def raw_read(path: Path, size: int) -> tuple[float, str]:
         child.close(force=True)
     digest = hashlib.sha256(b"".join(chunks)).hexdigest()
     return last - first, digest if got == size else "short"
+
+
+# --- the bare pipeline: PTY -> base64 -> TCP, no HTTP, no server ---
+
+
+def pipe_serve(path: str, port: str) -> None:
+    """The bare pipeline's sending side, in its own process like the server: read the PTY
+    (what is waiting, up to 64 KiB), base64 it, send it to 127.0.0.1:port; one select loop."""
+    import ptyprocess
+
+    sock = socket.create_connection(("127.0.0.1", int(port)))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setblocking(False)
+    child = ptyprocess.PtyProcess.spawn([CAT, path], dimensions=(24, 80))
+    fd = child.fd
+    os.set_blocking(fd, False)
+    pending = bytearray()
+    carry = b""  # base64 goes in whole 3-byte groups, so the concatenation decodes as one
+    open_ = True
+    while open_ or pending:
+        readers = [fd] if open_ else []
+        writers = [sock] if pending else []
+        readable, writable, _ = select.select(readers, writers, [], 5)
+        if readable:
+            chunks = []
+            for _ in range(16):
+                try:
+                    data = os.read(fd, 65536)
+                except BlockingIOError:
+                    break
+                except OSError:  # EIO: the child is gone and everything was read
+                    open_ = False
+                    break
+                if not data:
+                    open_ = False
+                    break
+                chunks.append(data)
+            raw = carry + b"".join(chunks)
+            whole = len(raw) - len(raw) % 3 if open_ else len(raw)
+            pending += base64.b64encode(raw[:whole])
+            carry = raw[whole:]
+        if writable:
+            del pending[: sock.send(pending)]
+    sock.close()
+    child.close(force=True)
+
+
+def pipe_read(path: Path, size: int) -> tuple[float, str]:
+    """Seconds from first to last byte the bare pipeline delivered; the decoded digest."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    sender = subprocess.Popen(
+        [sys.executable, __file__, "--pipe", str(path), str(listener.getsockname()[1])]
+    )
+    conn, _ = listener.accept()
+    received: list[bytes] = []
+    first = last = 0.0
+    try:
+        while data := conn.recv(1 << 20):
+            last = time.perf_counter()
+            if not received:
+                first = last
+            received.append(data)
+    finally:
+        conn.close()
+        listener.close()
+        sender.wait(30)
+    decoded = base64.b64decode(b"".join(received))
+    digest = hashlib.sha256(decoded).hexdigest()
+    return last - first, digest if len(decoded) == size else f"short {len(decoded)}"
 
 
 # --- the server, in its own process ---
@@ -179,38 +254,52 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=SIZE)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--pipe", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(*args.serve)
+        return
+    if args.pipe:
+        pipe_serve(*args.pipe)
         return
     with tempfile.TemporaryDirectory() as root:
         path = make_file(Path(root), args.size)
         expected = hashlib.sha256(path.read_bytes()).hexdigest()
         server = Server(root, path)
         raws: list[float] = []
+        pipes: list[float] = []
         sses: list[float] = []
         try:
             for round_ in range(1, args.rounds + 1):
                 raw_seconds, raw_digest = raw_read(path, args.size)
+                pipe_seconds, pipe_digest = pipe_read(path, args.size)
                 sse_seconds, sse_digest, ending = sse_read(server, args.size)
                 raw_rate, sse_rate = args.size / raw_seconds, args.size / sse_seconds
+                pipe_rate = args.size / pipe_seconds
                 raws.append(raw_rate)
+                pipes.append(pipe_rate)
                 sses.append(sse_rate)
                 print(
-                    f"round {round_}: raw {raw_rate / 1e6:7.1f} MB/s"
+                    f"round {round_}: raw {raw_rate / 1e6:6.1f} MB/s"
                     f" ({'exact' if raw_digest == expected else raw_digest})"
-                    f"  sse {sse_rate / 1e6:7.1f} MB/s"
+                    f"  pipe {pipe_rate / 1e6:6.1f} MB/s"
+                    f" ({'exact' if pipe_digest == expected else pipe_digest})"
+                    f"  sse {sse_rate / 1e6:6.1f} MB/s"
                     f" ({'exact' if sse_digest == expected else sse_digest}, {ending})"
-                    f"  ratio {sse_rate / raw_rate:.2f}"
+                    f"  sse/raw {sse_rate / raw_rate:.2f}  sse/pipe {sse_rate / pipe_rate:.2f}"
                 )
         finally:
             server.close()
     raw_median, sse_median = statistics.median(raws), statistics.median(sses)
+    pipe_median = statistics.median(pipes)
     print(
         f"median over {args.rounds} rounds of {args.size / 2**20:.0f} MiB: raw"
-        f" {raw_median / 1e6:.1f} MB/s, sse {sse_median / 1e6:.1f} MB/s,"
-        f" ratio {sse_median / raw_median:.2f} (goal >= 0.7); median of the rounds' own"
-        f" ratios {statistics.median(s / r for s, r in zip(sses, raws, strict=True)):.2f}"
+        f" {raw_median / 1e6:.1f} MB/s, pipe {pipe_median / 1e6:.1f} MB/s,"
+        f" sse {sse_median / 1e6:.1f} MB/s; sse/raw {sse_median / raw_median:.2f} (goal >= 0.7),"
+        f" per-round {statistics.median(s / r for s, r in zip(sses, raws, strict=True)):.2f};"
+        f" pipe/raw {pipe_median / raw_median:.2f};"
+        f" sse/pipe {sse_median / pipe_median:.2f},"
+        f" per-round {statistics.median(s / p for s, p in zip(sses, pipes, strict=True)):.2f}"
     )
 
 
