@@ -11,6 +11,8 @@ Each argument is one action, run in order:
                       prints "grandchild <pid>" once it is in its own session
   hup-child           fork a child (same process group) that ignores SIGHUP and sleeps;
                       prints "hup-child <pid>"
+  trail:N             fork a child that calls setsid, prints "trail 0" .. "trail N-1" 20 ms
+                      apart (holding the PTY open meanwhile), then exits; returns at once
   emit:N              write N bytes of `pattern(N)` to the terminal
   split               write a UTF-8 euro sign split in two writes 0.2 s apart, then CRLF
   winsize             print "size <rows> <cols>" now and on every SIGWINCH
@@ -73,6 +75,15 @@ def fork_sleeper(label: str, *, new_session: bool, ignore_hup: bool) -> None:
     say(f"{label} {pid}")
 
 
+def fork_trail(count: int) -> None:
+    if os.fork() == 0:
+        os.setsid()
+        for index in range(count):
+            time.sleep(0.02)
+            say(f"trail {index}")
+        os._exit(0)
+
+
 def on_winch(*_: object) -> None:
     rows, cols = os.get_terminal_size(0).lines, os.get_terminal_size(0).columns
     say(f"size {rows} {cols}")
@@ -95,6 +106,8 @@ def main(actions: list[str]) -> int:
             fork_sleeper("grandchild", new_session=True, ignore_hup=False)
         elif name == "hup-child":
             fork_sleeper("hup-child", new_session=False, ignore_hup=True)
+        elif name == "trail":
+            fork_trail(int(arg))
         elif name == "emit":
             write_all(pattern(int(arg)))
         elif name == "split":

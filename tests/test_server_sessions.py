@@ -544,6 +544,23 @@ def test_a_flood_that_exits_loses_no_byte_of_its_tail(make_server: Any) -> None:
     assert sha256_hex(replay_of(client, session_id)) == sha256_hex(pattern(size)[-RETAINED:])
 
 
+def test_output_still_arriving_after_the_exit_reaches_the_stream(make_server: Any) -> None:
+    # The child exits at once; a setsid descendant keeps writing to the PTY for ~0.2 s. The
+    # session ends only once output has stopped arriving, so none of it is cut off (a fixed
+    # 50 ms drain lost all but the first lines), and `end` still comes within a second.
+    _server, client = make_server("raw", "trail:10", "exit:0")
+    live = client.stream(client.create()["id"])
+    try:
+        started = time.monotonic()
+        events = live.until(lambda event: event.name == "end")
+        assert time.monotonic() - started < 1.0
+        assert events[-1].data["session"]["exitCode"] == 0
+        lines = bytes(live.output).split(b"\r\n")
+        assert [line for line in lines if line] == [f"trail {i}".encode() for i in range(10)]
+    finally:
+        live.close()
+
+
 def test_a_utf8_character_split_across_reads_survives(make_server: Any) -> None:
     _server, client = make_server("raw", "split", "sleep")
     stream = client.stream(client.create()["id"])
