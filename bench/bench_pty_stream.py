@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,18 @@ def pipe_serve(path: str, port: str) -> None:
     child.close(force=True)
 
 
+def receive_timed(read: Callable[[], bytes]) -> tuple[float, bytes]:
+    """Everything `read` returns until it returns b""; seconds from first to last byte."""
+    received: list[bytes] = []
+    first = last = 0.0
+    while data := read():
+        last = time.perf_counter()
+        if not received:
+            first = last
+        received.append(data)
+    return last - first, b"".join(received)
+
+
 def pipe_read(path: Path, size: int) -> tuple[float, str]:
     """Seconds from first to last byte the bare pipeline delivered; the decoded digest."""
     listener = socket.create_server(("127.0.0.1", 0))
@@ -144,21 +157,15 @@ def pipe_read(path: Path, size: int) -> tuple[float, str]:
         [sys.executable, __file__, "--pipe", str(path), str(listener.getsockname()[1])]
     )
     conn, _ = listener.accept()
-    received: list[bytes] = []
-    first = last = 0.0
     try:
-        while data := conn.recv(1 << 20):
-            last = time.perf_counter()
-            if not received:
-                first = last
-            received.append(data)
+        seconds, received = receive_timed(lambda: conn.recv(1 << 20))
     finally:
         conn.close()
         listener.close()
         sender.wait(30)
-    decoded = base64.b64decode(b"".join(received))
+    decoded = base64.b64decode(received)
     digest = hashlib.sha256(decoded).hexdigest()
-    return last - first, digest if len(decoded) == size else f"short {len(decoded)}"
+    return seconds, digest if len(decoded) == size else f"short {len(decoded)}"
 
 
 # --- the server, in its own process ---
@@ -223,21 +230,15 @@ def sse_read(server: Server, size: int) -> tuple[float, str, str]:
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     conn.request("GET", f"/api/sessions/{session_id}/stream", headers=server.headers())
     response = conn.getresponse()
-    received: list[bytes] = []
-    first = last = 0.0
     try:
         # The server closes the stream after its `end` event (or after `: lagged`).
-        while data := response.read1(1 << 20):
-            last = time.perf_counter()
-            if not received:
-                first = last
-            received.append(data)
+        seconds, received = receive_timed(lambda: response.read1(1 << 20))
     finally:
         conn.close()
     digest = hashlib.sha256()
     got = 0
     ending = "closed early"
-    for event in b"".join(received).split(b"\n\n"):
+    for event in received.split(b"\n\n"):
         if event.startswith(b"event: output\n"):
             decoded = base64.b64decode(event.split(b"data: ", 1)[1][9:-2])  # {"data":"...."}
             got += len(decoded)
@@ -246,7 +247,7 @@ def sse_read(server: Server, size: int) -> tuple[float, str, str]:
             ending = "end"
         elif event.startswith(b": lagged"):
             ending = "cut (lagged)"
-    return last - first, digest.hexdigest() if got == size else f"short {got}", ending
+    return seconds, digest.hexdigest() if got == size else f"short {got}", ending
 
 
 def main() -> None:
