@@ -139,7 +139,7 @@ def runtime_module(spec: Spec) -> str:
     """What the hook wrapper's receipt post needs from runtime.toml, routes.toml, limits.toml
     and SessionToken.json, as literals: the wrapper runs on every tool call and must not load
     the spec (TOML parsing, schema registry) to learn a file name and two numbers."""
-    receipt_route = next(r for r in spec.rows("routes", "route") if r["id"] == "trace.receipts")
+    receipt_route = spec.route("trace.receipts")
     constants: list[tuple[str, object, str]] = [
         ("DEV_LINK_PATH", spec.file("dev-link")["path"], "beside the installed bundle"),
         ("RECEIPT_ENDPOINT_PATH", spec.file("receipt-endpoint")["path"], "under the project"),

@@ -114,7 +114,7 @@ def _describe(status: str, response: Mapping[str, Any]) -> str:
 def effective_errors(spec: Spec, route: Mapping[str, Any]) -> list[str]:
     """Codes a route can answer with: its own, every request's, its auth class's, and the body
     checks'."""
-    auth = next(a for a in spec.rows("routes", "auth") if a["name"] == route["auth"])
+    auth = spec.auth(route["auth"])
     codes = [*route["errors"], *spec.tables["routes"]["request"]["errors"], *auth["errors"]]
     if "request" in route:
         codes += [

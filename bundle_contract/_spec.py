@@ -67,27 +67,31 @@ class Spec:
 
     def limit(self, limit_id: str) -> PMap[str, Any]:
         """One row of limits.toml by id, e.g. `spec.limit("trace-retention")["maximum"]`."""
-        for row in self.rows("limits", "limit"):
-            if row["id"] == limit_id:
-                found: PMap[str, Any] = row
-                return found
-        raise KeyError(f"no limit {limit_id!r} in limits.toml")
+        return self._row("limits", "limit", "id", limit_id)
+
+    def route(self, route_id: str) -> PMap[str, Any]:
+        """One route row of routes.toml by id, e.g. `spec.route("trace.receipts")["path"]`."""
+        return self._row("routes", "route", "id", route_id)
+
+    def auth(self, name: str) -> PMap[str, Any]:
+        """One auth class of routes.toml by name, e.g. `spec.auth("browser")["errors"]`."""
+        return self._row("routes", "auth", "name", name)
 
     def file(self, file_id: str) -> PMap[str, Any]:
         """One file row of runtime.toml by id, e.g. `spec.file("receipt-endpoint")["path"]`."""
-        for row in self.rows("runtime", "file"):
-            if row["id"] == file_id:
-                found: PMap[str, Any] = row
-                return found
-        raise KeyError(f"no file {file_id!r} in runtime.toml")
+        return self._row("runtime", "file", "id", file_id)
 
     def variable(self, role: str) -> str:
         """The name of the environment variable with this role in runtime.toml."""
-        for row in self.rows("runtime", "variable"):
-            if row["role"] == role:
-                name: str = row["name"]
-                return name
-        raise KeyError(f"no variable with role {role!r} in runtime.toml")
+        name: str = self._row("runtime", "variable", "role", role)["name"]
+        return name
+
+    def _row(self, table: str, key: str, field: str, value: str) -> PMap[str, Any]:
+        for row in self.rows(table, key):
+            if row[field] == value:
+                found: PMap[str, Any] = row
+                return found
+        raise KeyError(f"no {key} with {field} {value!r} in {table}.toml")
 
     def all_rows(self) -> Iterator[tuple[str, str, int, Any]]:
         """Every row of every array-of-tables: (table, key, index, row)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from http import HTTPStatus
@@ -143,8 +143,11 @@ class BundleApp:
         if keepalive is None:
             keepalive = get_spec().limit("stream-keepalive")["maximum"] / 1000
         self._handlers = dict(handlers)
-        self._map = build_map(self._handlers)
+        # Bound once: `match` is given the path and method of each request, nothing else.
+        self._urls = build_map(self._handlers).bind("127.0.0.1", url_scheme="http")
         self._routes = {row["id"]: row for row in route_rows() if row["id"] in self._handlers}
+        # The status of a handler's plain return value: the route's one 2xx, else 200.
+        self._status = {rid: success_status(row) for rid, row in self._routes.items()}
         self.state = ServerState(
             port=port,
             hub=hub,
@@ -167,9 +170,9 @@ class BundleApp:
     @property
     def mounted(self) -> list[str]:
         """The route ids this app serves."""
-        return sorted(self._routes)
+        return list(self.state.mounted)
 
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterator[bytes]:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         request = Request(environ)
         try:
             response = self.dispatch(request)
@@ -197,12 +200,13 @@ class BundleApp:
                 continue
             response.headers[name] = value
         response.headers.pop("Access-Control-Allow-Origin", None)
-        result: Iterator[bytes] = iter(response(environ, start_response))
-        return result
+        # Returned as it is, not through iter(): the server must see the body's own `close`,
+        # which is what releases a stream's subscription (see `_streams.StreamBody`).
+        return response(environ, start_response)
 
     def dispatch(self, request: Request) -> Response | Wire:
         """Route, guard, parse and call the handler; raises ContractError for any refusal."""
-        adapter = self._map.bind("127.0.0.1", url_scheme="http")
+        adapter = self._urls
         try:
             route_id, values = adapter.match(request.path, method=request.method)
         except http.MethodNotAllowed as exc:
@@ -247,14 +251,19 @@ class BundleApp:
         if isinstance(result, Reply):
             status, body = result.status, result.body
         else:
-            statuses = [int(s) for s in route["responses"] if s.startswith("2")]
-            status = statuses[0] if len(statuses) == 1 else 200
+            status = self._status[route["id"]]
             body = None if status == 204 else result
         # A body the table does not promise is a server bug: refuse it rather than send it.
         check = self._check_response.get(route["id"])
         if check is not None:
             check(status, body)
         return json_response(status, body)
+
+
+def success_status(route: Mapping[str, Any]) -> int:
+    """The status of a handler's plain return value: the route's only 2xx, else 200."""
+    statuses = [int(s) for s in route["responses"] if s.startswith("2")]
+    return statuses[0] if len(statuses) == 1 else 200
 
 
 def create_app(

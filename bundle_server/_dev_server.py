@@ -43,6 +43,7 @@ from bundle_server._pty import SessionManager
 from bundle_server._pty._engine import Engine
 from bundle_server._shell import LoopbackShell
 from bundle_server._trace_hub import TraceHub
+from bundle_server._workbench import token_parameter
 
 HOST = "127.0.0.1"
 # The route a browser opens first; its query parameter typed SessionToken carries the session.
@@ -51,12 +52,8 @@ WORKBENCH_ROUTE = "workbench.index"
 
 def workbench_path(token: str) -> str:
     """`/?session=TOKEN`, from the Workbench route's row in routes.toml."""
-    for row in get_spec().rows("routes", "route"):
-        if row["id"] == WORKBENCH_ROUTE:
-            names = [n for n, q in row["query"].items() if q["schema"] == "SessionToken.json"]
-            path: str = row["path"]
-            return f"{path}?{urlencode({names[0]: token})}"
-    raise KeyError(f"no route {WORKBENCH_ROUTE!r} in routes.toml")
+    row = get_spec().route(WORKBENCH_ROUTE)
+    return f"{row['path']}?{urlencode({token_parameter(row): token})}"
 
 
 def start_options(

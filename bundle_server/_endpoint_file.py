@@ -92,11 +92,8 @@ def remove_if_ours(path: Path, key: str, secret: str) -> bool:
 
 def route_path(route_id: str) -> str:
     """The path of one route of routes.toml (e.g. the receipt route's, for the endpoint URL)."""
-    for row in get_spec().rows("routes", "route"):
-        if row["id"] == route_id:
-            path: str = row["path"]
-            return path
-    raise KeyError(f"no route {route_id!r} in routes.toml")
+    path: str = get_spec().route(route_id)["path"]
+    return path
 
 
 def receipt_endpoint_path(project_root: Path) -> Path:

@@ -50,10 +50,15 @@ def new_token() -> str:
     return secrets.token_urlsafe(get_spec().limit("session-token-bytes")["maximum"])
 
 
+@cache
+def allowed_hosts(port: int) -> frozenset[str]:
+    """The Host values a server on `port` accepts: each loopback name with the port."""
+    return frozenset(f"{name}:{port}" for name in LOOPBACK_NAMES)
+
+
 def check_host(host: str | None, port: int) -> str:
     """The accepted Host value; raises HostNotAllowed for anything but loopback:port."""
-    allowed = {f"{name}:{port}" for name in LOOPBACK_NAMES}
-    if host is None or host.lower() not in allowed:
+    if host is None or host.lower() not in allowed_hosts(port):
         raise HostNotAllowed("Host must be a loopback address with this server's port")
     return host.lower()
 

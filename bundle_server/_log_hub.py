@@ -28,7 +28,24 @@ from bundle_server._sequenced import Record, SequencedHub
 from bundle_server._trace_hub import TraceHub
 
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-LEVELS = {"DEBUG": "debug", "INFO": "info", "WARNING": "warn", "ERROR": "error"}
+# DevLogRecord levels by the lowest Python level they take (CRITICAL and custom levels fall
+# into the band they sit in).
+LEVELS = ((logging.ERROR, "error"), (logging.WARNING, "warn"), (logging.INFO, "info"))
+# The Workbench route a correlated record links to (seed 000, Raw logs: /trace?correlation=).
+TRACE_PAGE_ROUTE = "workbench.trace"
+
+
+def level_name(levelno: int) -> str:
+    """The DevLogRecord level of a Python logging level."""
+    return next((name for floor, name in LEVELS if levelno >= floor), "debug")
+
+
+@cache
+def trace_link_prefix() -> str:
+    """`/trace?correlation=`: the trace page route's path and its one query parameter."""
+    row = get_spec().route(TRACE_PAGE_ROUTE)
+    (name,) = row["query"]
+    return f"{row['path']}?{name}="
 
 
 @cache
@@ -85,7 +102,7 @@ class LogHub(SequencedHub):
         }
         link = next((kept[key] for key in link_keys() if kept.get(key)), None)
         if link is not None:
-            record["href"] = "/trace?correlation=" + quote(link, safe="")
+            record["href"] = trace_link_prefix() + quote(link, safe="")
 
         def numbered(sequence: int) -> Record:
             record["sequence"] = sequence
@@ -122,7 +139,7 @@ class LogBridge(logging.Handler):
                 message += f" ({record.exc_info[0].__name__})"
             context = getattr(record, "context", None)
             published = self.hub.publish(
-                LEVELS.get(record.levelname, "info"),
+                level_name(record.levelno),
                 message,
                 context if isinstance(context, Mapping) else None,
             )

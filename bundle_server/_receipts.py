@@ -14,9 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from bundle_contract._generated.errors import InvalidDevSession
-from bundle_contract._validation import compiled_is_valid
-
-SESSION_ID = "Limits.json#/$defs/session-id"
+from bundle_contract._spec import get_spec
 
 # Event keys copied into details: metadata only, by name.
 DETAIL_KEYS = ("phase", "sequence", "at", "outcome", "error")
@@ -26,9 +24,9 @@ def check_dev_session(session_id: str | None, is_host_session: Callable[[str], b
     """AB8266 unless the receipt names no session or one this server started."""
     if session_id is None:
         return
-    if not compiled_is_valid(SESSION_ID)(session_id) or not is_host_session(session_id):
+    if not is_host_session(session_id):
         raise InvalidDevSession(
-            "BUNDLE_DEV_SESSION does not name a host session of this server",
+            f"{get_spec().variable('host-session-id')} does not name a host session of this server",
             {"sessionId": session_id[:64]},
         )
 

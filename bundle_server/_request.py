@@ -21,6 +21,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from werkzeug.wrappers import Request
@@ -169,9 +170,16 @@ def _too_large(route: Route, limit: int) -> ContractError:
     return error(message, details)
 
 
+@cache
+def byte_limit(limit_id: str) -> int:
+    """A limit's maximum, looked up once per id (bodies are read on the request path)."""
+    maximum: int = get_spec().limit(limit_id)["maximum"]
+    return maximum
+
+
 def read_bounded(route: Route, request: Request) -> bytes:
     """The raw body, never reading past the route's limit (`body_limit`, else `json-body`)."""
-    limit: int = get_spec().limit(route.get("body_limit", "json-body"))["maximum"]
+    limit = byte_limit(route.get("body_limit", "json-body"))
     declared = request.content_length
     if declared is not None and declared > limit:
         raise _too_large(route, limit)

@@ -47,13 +47,7 @@ class ServerState:
 
     def is_host_session(self, session_id: str) -> bool:
         """Whether `session_id` names a host session this server started (AB8266 if not)."""
-        if self.sessions is None:
-            return False
-        try:
-            self.sessions.get(session_id)
-        except Exception:
-            return False
-        return True
+        return self.sessions is not None and self.sessions.knows(session_id)
 
     @property
     def server_url(self) -> str:
@@ -116,11 +110,8 @@ def route_rows() -> list[Route]:
 @cache
 def auth_row(name: str) -> Route:
     """One auth class of routes.toml by name."""
-    for row in get_spec().rows("routes", "auth"):
-        if row["name"] == name:
-            found: Route = plain(row)
-            return found
-    raise KeyError(f"no auth class {name!r} in routes.toml")
+    found: Route = plain(get_spec().auth(name))
+    return found
 
 
 def session_cookie(port: int) -> str:

@@ -132,6 +132,11 @@ class SequencedHub:
         self._subscribers: set[Subscription] = set()
         self._wakes: dict[Wake, int] = {}
         self._closed = False
+        # What every frame has before its record: `{"type":"<frame_type>","<frame_key>":`.
+        self._frame_head = b"%s,%s:" % (
+            encode_frame({"type": self.frame_type})[:-2],
+            encode_frame(self.frame_key)[:-1],
+        )
 
     @property
     def latest_sequence(self) -> int:
@@ -151,8 +156,7 @@ class SequencedHub:
     def _encode(self, record: Record) -> tuple[bytes, bytes]:
         # The record's JSON, and its frame {"type": ..., key: record} built around it.
         data = encode_frame(record)[:-1]
-        head = encode_frame({"type": self.frame_type})[:-2]
-        return data, b"%s,%s:%s}\n" % (head, encode_frame(self.frame_key)[:-1], data)
+        return data, self._frame_head + data + b"}\n"
 
     def _append(self, build: Callable[[int], Record]) -> Record:
         """Build the record numbered latest + 1 and publish it; nothing happens if build raises."""

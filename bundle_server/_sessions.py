@@ -23,9 +23,9 @@ from typing import Any
 
 from werkzeug.wrappers import Response
 
-from bundle_contract._generated.errors import MalformedSessionRequest, SessionServiceUnavailable
+from bundle_contract._generated.errors import SessionServiceUnavailable
 from bundle_contract._spec import get_spec
-from bundle_server._pty import SessionManager
+from bundle_server._pty import SessionManager, utf8
 from bundle_server._routing import Call, Reply, handler
 from bundle_server._sse import session_stream
 from bundle_server._streams import GreenWaker
@@ -48,16 +48,6 @@ def manager(call: Call) -> SessionManager:
     return sessions
 
 
-def utf8(text: str, field: str) -> bytes:
-    """`text` as UTF-8; AB8261 for a string JSON allowed but UTF-8 cannot carry."""
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise MalformedSessionRequest(
-            f"{field} is not UTF-8 text (a lone surrogate)", {"field": field}
-        ) from None
-
-
 @handler("sessions.list")
 def list_sessions(call: Call) -> dict[str, Any]:
     """`{sessions, hosts}`: every session, oldest first, and each host kind's availability."""
@@ -68,10 +58,9 @@ def list_sessions(call: Call) -> dict[str, Any]:
 def create_session(call: Call) -> Reply:
     """201 `{session}`: a running session of `host` at `cols` x `rows`, `prompt` typed in."""
     body = call.body
-    prompt = body.get("prompt")
-    if prompt is not None:
-        utf8(prompt, "prompt")
-    record = manager(call).create(body["host"], cols=body["cols"], rows=body["rows"], prompt=prompt)
+    record = manager(call).create(
+        body["host"], cols=body["cols"], rows=body["rows"], prompt=body.get("prompt")
+    )
     return Reply(201, {"session": record})
 
 

@@ -19,13 +19,11 @@ Theory of operation:
 from __future__ import annotations
 
 import email.parser
-import json
 import logging
 import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import gevent
@@ -113,13 +111,12 @@ def raw_error_response(error: ContractError) -> bytes:
     Used where pywsgi answers before the app runs (bad request heads): same envelope and
     security headers as the app's own errors.
     """
-    from bundle_server._app import SECURITY_HEADERS
+    from bundle_server._app import JSON_HEADERS, SECURITY_HEADERS, encode_json, status_line
 
-    body = json.dumps(error.to_envelope(), separators=(",", ":")).encode("utf-8")
-    status = HTTPStatus(error.status)
+    body = encode_json(error.to_envelope())
     lines = [
-        f"HTTP/1.1 {status.value} {status.phrase}",
-        "Content-Type: application/json",
+        f"HTTP/1.1 {status_line(error.status)}",
+        *(f"{name}: {value}" for name, value in JSON_HEADERS),
         f"Content-Length: {len(body)}",
         "Connection: close",
         *(f"{name}: {value}" for name, value in SECURITY_HEADERS),

@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import time
 from base64 import b64encode
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Any
 
@@ -48,7 +48,7 @@ from werkzeug.wrappers import Response
 from bundle_contract._spec import get_spec
 from bundle_server._pty import Frame, OutputSubscription, SessionReplay
 from bundle_server._sequenced import SubscriberLagged
-from bundle_server._streams import GreenWaker
+from bundle_server._streams import GreenWaker, StreamBody
 
 EVENT_STREAM = "text/event-stream"
 KEEPALIVE = b": keep-alive\n\n"
@@ -87,9 +87,10 @@ def encode_batch(frames: list[Frame]) -> bytes:
     parts: list[bytes] = []
     pending: list[bytes] = []
     size = 0
+    bound = max_event_bytes()
     for frame in frames:
         if frame.event == "output":
-            if size + len(frame.data) > max_event_bytes() and pending:
+            if size + len(frame.data) > bound and pending:
                 parts.append(output_event(b"".join(pending)))
                 pending, size = [], 0
             pending.append(frame.data)
@@ -112,7 +113,13 @@ def session_stream(
     keepalive: float,
 ) -> Response:
     """The streaming response of one subscriber; owns `subscription` and `waker` from now on."""
-    body = _Body(replay, subscription, waker, keepalive)
+
+    def release() -> None:
+        # Cancel first: once it returns the engine can no longer call the waker's `wake`.
+        subscription.cancel()
+        waker.close()
+
+    body = StreamBody(_events(replay, subscription, waker, keepalive), release)
     response = Response(body, mimetype=EVENT_STREAM, direct_passthrough=True)
     # The stream ends with its session (or its reader): the connection goes with it, so a
     # server that is stopping never waits on a keep-alive connection a stream left behind.
@@ -122,66 +129,30 @@ def session_stream(
     return response
 
 
-class _Body:
-    """The response body: the event generator, plus a `close` that releases the subscription
-    even when the body was never iterated (a client gone before the first write: closing a
-    generator that never started does not run its `finally`)."""
-
-    def __init__(
-        self,
-        replay: SessionReplay,
-        subscription: OutputSubscription,
-        waker: GreenWaker,
-        keepalive: float,
-    ) -> None:
-        self._subscription = subscription
-        self._waker: GreenWaker | None = waker
-        self._events = _events(replay, subscription, waker, keepalive, self.release)
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self._events
-
-    def close(self) -> None:
-        self._events.close()
-        self.release()
-
-    def release(self) -> None:
-        if self._waker is None:
-            return
-        waker, self._waker = self._waker, None
-        # Cancel first: once it returns the engine can no longer call the waker's `wake`.
-        self._subscription.cancel()
-        waker.close()
-
-
 def _events(
     replay: SessionReplay,
     subscription: OutputSubscription,
     waker: GreenWaker,
     keepalive: float,
-    release: Callable[[], None],
-) -> Generator[bytes, None, None]:
-    try:
-        yield session_event("state", replay.session) + output_event(replay.output)
-        due = time.monotonic() + keepalive
-        while True:
-            try:
-                frames = subscription.take()
-            except SubscriberLagged:
-                yield LAGGED
-                return
-            now = time.monotonic()
-            chunk = encode_batch(frames) if frames else b""
-            if now >= due:
-                chunk += KEEPALIVE
-                due = now + keepalive
-            if chunk:
-                yield chunk
-            if subscription.done:
-                return
-            if not frames:
-                waker.wait(max(0.0, due - time.monotonic()))
-            elif len(chunk) >= FLOOD_BYTES:
-                gevent.sleep(FLOOD_PAUSE)
-    finally:
-        release()
+) -> Iterator[bytes]:
+    yield session_event("state", replay.session) + output_event(replay.output)
+    due = time.monotonic() + keepalive
+    while True:
+        try:
+            frames = subscription.take()
+        except SubscriberLagged:
+            yield LAGGED
+            return
+        now = time.monotonic()
+        chunk = encode_batch(frames) if frames else b""
+        if now >= due:
+            chunk += KEEPALIVE
+            due = now + keepalive
+        if chunk:
+            yield chunk
+        if subscription.done:
+            return
+        if not frames:
+            waker.wait(max(0.0, due - time.monotonic()))
+        elif len(chunk) >= FLOOD_BYTES:
+            gevent.sleep(FLOOD_PAUSE)

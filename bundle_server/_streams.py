@@ -19,7 +19,7 @@ thread waiting on the hub.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 
 import gevent
@@ -110,6 +110,31 @@ def _release(hub: SequencedHub, waker: ThreadWaker) -> None:
         waker.close()
 
 
+class StreamBody:
+    """A streaming response body that releases what its stream holds (a subscription, a
+    waker) exactly once, when the server closes the body. Releasing in the generator's own
+    `finally` is not enough: closing a generator that never started does not run it, and a
+    HEAD request (werkzeug answers it without iterating) or a client gone before the first
+    write closes the body unstarted."""
+
+    def __init__(self, events: Iterator[bytes], release: Callable[[], None]) -> None:
+        self._events = events
+        self._release: Callable[[], None] | None = release
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._events
+
+    def close(self) -> None:
+        try:
+            close = getattr(self._events, "close", None)
+            if close is not None:
+                close()
+        finally:
+            release, self._release = self._release, None
+            if release is not None:
+                release()
+
+
 @cache
 def batch_window() -> float:
     window: int = get_spec().limit("stream-batch-window")["maximum"]
@@ -125,15 +150,15 @@ def ndjson_stream(hub: SequencedHub, after: int, keepalive: float) -> Response:
         _release(hub, waker)
         raise
     head = [encode_frame(replay["gap"])] if "gap" in replay else []
-    body = _frames(
-        head + frames,
-        hub,
-        subscription,
-        waker,
-        encode_frame({"type": hub.keepalive_type}),
-        keepalive,
+    events = _frames(
+        head + frames, subscription, waker, encode_frame({"type": hub.keepalive_type}), keepalive
     )
-    response = Response(body, mimetype=NDJSON, direct_passthrough=True)
+
+    def release() -> None:
+        subscription.cancel()
+        _release(hub, waker)
+
+    response = Response(StreamBody(events, release), mimetype=NDJSON, direct_passthrough=True)
     # A stream ends only when its hub closes or its reader is cut: the connection goes too, so
     # a server that is stopping never waits on a keep-alive connection a stream left behind.
     response.headers["Connection"] = "close"
@@ -142,26 +167,21 @@ def ndjson_stream(hub: SequencedHub, after: int, keepalive: float) -> Response:
 
 def _frames(
     head: list[bytes],
-    hub: SequencedHub,
     subscription: Subscription,
     waker: ThreadWaker,
     keepalive_bytes: bytes,
     keepalive: float,
 ) -> Iterator[bytes]:
-    try:
-        # Something is written at once, so a client knows the stream is open.
-        yield b"".join(head) or keepalive_bytes
-        while True:
-            event = waker.current()
-            try:
-                frames = subscription.take_frames()
-            except (SubscriberLagged, TraceUnavailable):
-                return
-            if frames:
-                yield b"".join(frames)
-                gevent.sleep(batch_window())
-            elif not event.wait(keepalive):
-                yield keepalive_bytes
-    finally:
-        subscription.cancel()
-        _release(hub, waker)
+    # Something is written at once, so a client knows the stream is open.
+    yield b"".join(head) or keepalive_bytes
+    while True:
+        event = waker.current()
+        try:
+            frames = subscription.take_frames()
+        except (SubscriberLagged, TraceUnavailable):
+            return
+        if frames:
+            yield b"".join(frames)
+            gevent.sleep(batch_window())
+        elif not event.wait(keepalive):
+            yield keepalive_bytes

@@ -17,8 +17,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from collections.abc import Mapping
 from functools import cache
 from importlib.resources import files
+from typing import Any
 
 from werkzeug.wrappers import Response
 
@@ -58,15 +60,22 @@ def page_response() -> Response:
     return response
 
 
+def token_parameter(route: Mapping[str, Any]) -> str:
+    """The name of the route's query parameter that carries the session (typed SessionToken)."""
+    (name,) = (n for n, q in route["query"].items() if q["schema"] == "SessionToken.json")
+    return str(name)
+
+
 @handler("workbench.index")
 def index(call: Call) -> Response:
     """`/?session=TOKEN` -> cookie + 303 to `/`; plain `/` -> the page."""
-    presented = call.query.get("session")
+    presented = call.query.get(token_parameter(call.route))
     if presented is None:
         return page_response()
     if not same_secret(presented, call.state.session_token):
         raise SessionRequired("the session value in the link is not this server's")
-    response = Response(status=303, headers={"Location": "/"})
+    # Back to the page's own path, now without the token in the address bar or history.
+    response = Response(status=303, headers={"Location": call.route["path"]})
     response.set_cookie(
         session_cookie(call.state.port),
         call.state.session_token,

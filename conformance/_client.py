@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from conformance import _expect
 from conformance._reply import Reply
-from conformance._stream import Stream, StreamError
+from conformance._stream import Stream, StreamClosed, StreamError
 from conformance._target import Target
 
 HeaderValue = str | bytes
@@ -32,6 +32,10 @@ DEFAULT = "\0default"  # sentinel Host: the target's own host header
 
 class TransportError(Exception):
     """The connection failed, was closed, timed out, or the answer was not HTTP."""
+
+
+class ConnectionClosed(TransportError):
+    """The peer closed or reset the connection instead of answering (not a timeout)."""
 
 
 class Client:
@@ -155,10 +159,13 @@ def _bytes(value: HeaderValue) -> bytes:
 
 
 def read_reply(sock: socket.socket, method: str, timeout: float) -> Reply:
-    """Read one HTTP response from a raw socket; TransportError on close or timeout."""
+    """Read one HTTP response from a raw socket: ConnectionClosed when the peer closed or reset
+    the connection before answering, TransportError on a timeout or an answer that is not HTTP."""
     try:
         response = Stream(sock, timeout)
         body = b"" if method == "HEAD" else response.read_body(timeout)
+    except (StreamClosed, ConnectionError) as exc:
+        raise ConnectionClosed(f"{type(exc).__name__}: {exc}") from None
     except (OSError, StreamError) as exc:
         raise TransportError(f"{type(exc).__name__}: {exc}") from None
     return Reply(response.status, response.headers, body)

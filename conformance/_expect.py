@@ -33,12 +33,20 @@ def requirement(requirement_id: str) -> Row:
 
 
 @cache
-def error_status(code: str) -> int:
-    """The default HTTP status errors.toml gives a code."""
+def error_status(code: str, variant: str | None = None) -> int:
+    """The HTTP status errors.toml gives a code: its default, or that of the variant `when`
+    is `variant` (e.g. AB8261 `session-running`)."""
     for row in get_spec().rows("errors", "error"):
-        if row["code"] == code:
+        if row["code"] != code:
+            continue
+        if variant is None:
             status: int = row["http_status"]
             return status
+        for found in plain(row).get("variants", ()):
+            if found["when"] == variant:
+                status = found["http_status"]
+                return status
+        raise KeyError(f"no variant {variant!r} of {code} in errors.toml")
     raise KeyError(f"no error code {code!r} in errors.toml")
 
 
@@ -59,15 +67,6 @@ def route(route_id: str) -> Row:
         if row["id"] == route_id:
             return row
     raise KeyError(f"no route {route_id!r} in routes.toml")
-
-
-def route_errors(route_id: str) -> frozenset[str]:
-    """Every code a route may answer with: its own, its auth class's, and [body]'s if it has one."""
-    row = route(route_id)
-    codes = set(row["errors"]) | set(auth(row["auth"]).get("errors", ()))
-    if "request" in row:
-        codes |= set(plain(get_spec().tables["routes"]["body"])["errors"])
-    return frozenset(codes)
 
 
 @cache

@@ -76,11 +76,14 @@ class Context:
             self.fail(reason, *ids)
         return condition
 
-    def expect_error(self, reply: Reply, code: str, what: str, *ids: str) -> bool:
-        """The reply is `code`'s error at the status errors.toml gives it, in the envelope."""
+    def expect_error(
+        self, reply: Reply, code: str, what: str, *ids: str, variant: str | None = None
+    ) -> bool:
+        """The reply is `code`'s error at the status errors.toml gives it (or its `variant`),
+        in the envelope."""
         from bundle_contract._validation import problems
 
-        status = _expect.error_status(code)
+        status = _expect.error_status(code, variant)
         if reply.status != status or reply.error_code() != code:
             self.fail(f"{what}: expected {status} {code}, got {reply.describe()}", *ids)
             return False

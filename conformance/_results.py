@@ -73,6 +73,3 @@ class Report:
             if result.requirement == requirement:
                 return result
         raise KeyError(f"no result for {requirement!r} in this report")
-
-    def by_status(self, status: Status) -> list[str]:
-        return [r.requirement for r in self.results if r.status is status]

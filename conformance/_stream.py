@@ -19,7 +19,11 @@ HEAD_LIMIT = 65536
 
 
 class StreamError(Exception):
-    """The peer closed early or sent something that is not HTTP (head or body framing)."""
+    """The peer closed early, was too slow, or sent something that is not HTTP."""
+
+
+class StreamClosed(StreamError):
+    """The peer closed (or reset) the connection before a complete response head."""
 
 
 class Stream:
@@ -66,7 +70,7 @@ class Stream:
             if len(self._raw) > HEAD_LIMIT or time.monotonic() > deadline:
                 raise StreamError("no complete response head")
             if not self._recv(deadline - time.monotonic()) and self._eof:
-                raise StreamError("connection closed before a response head")
+                raise StreamClosed("connection closed before a response head")
         head, _, rest = bytes(self._raw).partition(b"\r\n\r\n")
         self._raw = bytearray(rest)
         lines = head.decode("latin-1").split("\r\n")
@@ -131,15 +135,21 @@ class Stream:
     def next_line(self, timeout: float) -> bytes | None:
         """The next non-empty body line; None when `timeout` passes first or the body ended."""
         deadline = time.monotonic() + timeout
+        while (line := self.line(deadline)) is not None:
+            if line.strip():
+                return line
+        return None
+
+    def line(self, deadline: float) -> bytes | None:
+        """The next body line, blank ones included (CR stripped); None at `deadline` (a
+        monotonic time) or when the body ended."""
         while True:
             self._decode()
             newline = self._body.find(b"\n")
             if newline >= 0:
                 line = bytes(self._body[:newline]).rstrip(b"\r")
                 del self._body[: newline + 1]
-                if line.strip():
-                    return line
-                continue
+                return line
             if self.ended or self._eof:
                 self.ended = True
                 return None
@@ -159,6 +169,3 @@ class Stream:
     @property
     def media_type(self) -> str:
         return self.reply_head().media_type
-
-    def close(self) -> None:
-        self._sock.close()

@@ -51,13 +51,16 @@ def _target(config: pytest.Config) -> Target | None:
     session = config.getoption("conformance_session")
     if not session:
         raise pytest.UsageError("--conformance-url needs --conformance-session")
-    return Target(
-        url,
-        session,
-        config.getoption("conformance_receipt_token"),
-        slow=bool(config.getoption("conformance_slow")),
-        host=config.getoption("conformance_host"),
-    )
+    try:
+        return Target(
+            url,
+            session,
+            config.getoption("conformance_receipt_token"),
+            slow=bool(config.getoption("conformance_slow")),
+            host=config.getoption("conformance_host"),
+        )
+    except ValueError as exc:
+        raise pytest.UsageError(f"--conformance-url: {exc}") from None
 
 
 class ConformanceFailure(Exception):

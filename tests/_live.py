@@ -3,12 +3,14 @@
 
 `serve()` runs the app in the production gevent shell (its own thread and hub, no monkey
 patching), sharing the hubs with the test, which publishes into them directly.
+`stalled_reader()` opens a stream on a raw socket that never reads it.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import socket
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from typing import Any
 from bundle_contract._schemas import reference_validator
 from bundle_server import create_app
 from bundle_server._log_hub import LogBridge, LogHub
+from bundle_server._pty import SessionManager
 from bundle_server._routing import Handler
 from bundle_server._shell import LoopbackShell
 from bundle_server._trace_hub import TraceHub
@@ -127,6 +130,7 @@ def serve(
     logs: LogHub | None = None,
     keepalive: float | None = None,
     io_timeout: float | None = None,
+    sessions: SessionManager | None = None,
 ) -> Iterator[Server]:
     shell = LoopbackShell("127.0.0.1", 0, io_timeout=io_timeout)
     logs = logs or LogHub()
@@ -139,6 +143,7 @@ def serve(
         dev_origins=(DEV_ORIGIN,),
         handlers=handlers,
         keepalive=keepalive,
+        sessions=sessions,
     )
     bridge = LogBridge(logs, trace=hub).attach()
     shell.start(app)
@@ -147,6 +152,22 @@ def serve(
     finally:
         bridge.detach()
         shell.stop()
+
+
+def stalled_reader(port: int, path: str, token: str = TOKEN) -> socket.socket:
+    """A raw connection that asks for the stream at `path` and never reads it.
+
+    Its receive buffer is made tiny before connecting (so the advertised window stays small):
+    the server's writes soon block on it. Close it when done.
+    """
+    stalled = socket.socket()
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.connect(("127.0.0.1", port))
+    stalled.sendall(
+        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"x-bundle-session: {token}\r\n\r\n".encode()
+    )
+    return stalled
 
 
 def wait_for(predicate: Any, timeout: float = 5.0) -> None:

@@ -23,6 +23,9 @@ Each argument is one action, run in order:
   kill:NAME           kill itself with a signal (kill:USR1)
 
 Output goes straight to fd 1 with os.write, so nothing waits in a Python buffer.
+
+Imported by the tests, it gives `FAKE_HOST` (this file) and `host(*actions)`, a host
+executable entry that runs it with those actions.
 """
 
 from __future__ import annotations
@@ -34,6 +37,13 @@ import sys
 import termios
 import time
 import tty
+
+FAKE_HOST = os.path.abspath(__file__)
+
+
+def host(*actions: str) -> dict[str, str | list[str]]:
+    """A host executable entry (as in DevConfig `hosts`) running this script with `actions`."""
+    return {"executable": sys.executable, "args": ["-I", "-S", FAKE_HOST, *actions]}
 
 
 def pattern(size: int) -> bytes:

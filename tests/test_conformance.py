@@ -16,14 +16,19 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import struct
 import sys
+import threading
+import tomllib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _kit import describe, run_kit, serve
 
-from bundle_contract._spec import get_spec
 from bundle_contract._validation import problems
 from bundle_server import DevServer, start_dev_server
 from conformance import (
@@ -37,11 +42,14 @@ from conformance import (
     run,
     traceability,
 )
-from conformance._expect import limit, requirement, requirements
+from conformance._client import Client
+from conformance._expect import error_status, limit, requirement, requirements
 from conformance._receipt import build_receipt
 from conformance._registry import REGISTRY, NotTestable, covered_ids
+from conformance._reply import Reply
 from conformance._runner import run_check
-from conformance._stream import Stream
+from conformance._stream import HEAD_LIMIT, Stream, StreamClosed, StreamError
+from conformance.checks._common import malformed_session_ids, unknown_session_id
 
 
 def ids(*spans: str) -> set[str]:
@@ -240,7 +248,136 @@ def test_a_refused_connection_is_not_testable() -> None:
 def test_slow_checks_skip_unless_asked_for() -> None:
     item = next(c for c in registered() if c.slow)
     report = run(Target("http://127.0.0.1:9", "x"), list(item.ids), checks=[item])
+    assert {r.requirement for r in report.results} == set(item.ids)
     assert all(r.status is Status.SKIP and "--slow" in r.reason for r in report.results)
+
+
+@contextmanager
+def _listener(answer: Callable[[socket.socket], None]) -> Iterator[str]:
+    """A loopback listener that hands every accepted connection to `answer`; yields its URL."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.05)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            conn.settimeout(None)
+            held.append(conn)
+            answer(conn)
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(2)
+        server.close()
+        for conn in held:
+            conn.close()
+
+
+def _never_answer(conn: socket.socket) -> None:
+    pass  # held open, never read or written
+
+
+def _close_at_once(conn: socket.socket) -> None:
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset
+    conn.close()
+
+
+def _close_after_reading(conn: socket.socket) -> None:
+    conn.settimeout(1)
+    with suppress(OSError):
+        conn.recv(65536)
+    conn.close()
+
+
+@pytest.mark.parametrize("answer", [_never_answer, _close_at_once, _close_after_reading])
+@pytest.mark.parametrize("name", ["bounds.header_bounds", "bounds.header_read_timeout"])
+def test_the_header_bound_checks_do_not_pass_a_server_that_never_answers(
+    answer: Callable[[socket.socket], None], name: str
+) -> None:
+    item = REGISTRY[name]
+    with _listener(answer) as url:
+        found = run_check(item, Target(url, "x", timeout=0.5, slow=True), {})
+    assert set(found) == set(item.ids)
+    assert all(status is Status.NOT_TESTABLE for status, _, _ in found.values()), found
+
+
+def _stalled_reply(conn: socket.socket) -> None:
+    """Answers an ordinary request 200 (a replay with nothing new); never answers one with many
+    headers, and never closes it."""
+    body = json.dumps({"entries": [], "latestSequence": 0}).encode()
+    conn.settimeout(2)
+    with suppress(OSError):
+        if conn.recv(65536).count(b"\r\n") < 8:
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                + b"Content-Length: %d\r\n\r\n" % len(body)
+                + body
+            )
+
+
+def test_a_bound_neither_answered_nor_closed_fails() -> None:
+    item = REGISTRY["bounds.header_bounds"]
+    with _listener(_stalled_reply) as url:
+        target = Target(url, "x", timeout=0.5)
+        found = run_check(item, target, {})
+    status, reason, _ = found["GUARD-023"]
+    assert status is Status.FAIL, found
+    assert "neither answered nor closed" in reason
+
+
+def _answer_200_json(body: bytes) -> Callable[[socket.socket], None]:
+    """Answers every request 200 `application/json` with `body` (which need not be JSON)."""
+
+    def answer(conn: socket.socket) -> None:
+        conn.settimeout(2)
+        with suppress(OSError):
+            conn.recv(65536)
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+                + body
+            )
+        conn.close()
+
+    return answer
+
+
+@pytest.mark.parametrize("name", ["logs.log_replay", "trace.trace_replay_shape"])
+def test_a_json_route_whose_200_body_is_not_json_fails(name: str) -> None:
+    item = REGISTRY[name]
+    with _listener(_answer_200_json(b"<html>not json</html>")) as url:
+        found = run_check(item, Target(url, "x", timeout=1), {})
+    assert set(found) == set(item.ids)
+    for status, reason, _ in found.values():
+        assert status is Status.FAIL and "not JSON" in reason, found
+
+
+def test_a_variant_status_is_expected_in_the_error_envelope() -> None:
+    target = Target("http://127.0.0.1:9", "x")
+    ctx = Context(target, Client(target), ("ENV-005",), {})
+    envelope = b'{"error":{"code":"AB8261","message":"no such method"}}'
+    assert ctx.expect_error(Reply(405, (), envelope), "AB8261", "ok", variant="unsupported-method")
+    assert not ctx.failures
+    assert not ctx.expect_error(
+        Reply(400, (), envelope), "AB8261", "default", variant="unsupported-method"
+    )
+    bare = b'{"error":{"code":"AB8261"}}'
+    assert not ctx.expect_error(
+        Reply(405, (), bare), "AB8261", "bare", variant="unsupported-method"
+    )
+    assert [r.split(":")[0] for r in ctx.failures["ENV-005"]] == ["default", "bare"]
+    assert "not an ErrorEnvelope" in ctx.failures["ENV-005"][1]
 
 
 def test_target_validation() -> None:
@@ -303,6 +440,33 @@ def test_the_stream_reader_decodes_chunks_split_anywhere() -> None:
     assert stream.ended
 
 
+@pytest.mark.parametrize(
+    "pieces,error,message",
+    [
+        ([b"HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n"], StreamError, "not a number"),
+        ([b"HTTP/1.1 200 OK\r\nContent-Le"], StreamClosed, "closed before a response head"),
+        ([], StreamClosed, "closed before a response head"),
+        ([b"SSH-2.0-OpenSSH\r\n\r\n"], StreamError, "not an HTTP status line"),
+        ([b"HTTP/1.1 OK\r\n\r\n"], StreamError, "not an HTTP status line"),
+        ([b"HTTP/1.1 200 OK\r\nX: " + b"x" * (HEAD_LIMIT + 1)], StreamError, "no complete"),
+    ],
+)
+def test_the_stream_reader_refuses_what_is_not_an_http_head(
+    pieces: list[bytes], error: type[StreamError], message: str
+) -> None:
+    with pytest.raises(error, match=message) as raised:
+        Stream(_Socket(list(pieces)), 1)  # type: ignore[arg-type]
+    if error is StreamError:
+        assert not isinstance(raised.value, StreamClosed)  # not mistaken for a close
+
+
+def test_the_stream_reader_refuses_a_malformed_chunk_size() -> None:
+    raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"
+    stream = Stream(_Socket([raw]), 1)  # type: ignore[arg-type]
+    with pytest.raises(StreamError, match="malformed chunk size"):
+        stream.next_line(1)
+
+
 def test_the_stream_reader_reads_length_and_bodiless_responses() -> None:
     raw = b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 4\r\n\r\nnopeEXTRA"
     assert Stream(_Socket([raw]), 1).read_body(1) == b"nope"  # type: ignore[arg-type]
@@ -310,29 +474,34 @@ def test_the_stream_reader_reads_length_and_bodiless_responses() -> None:
     assert empty.ended and empty.read_body(1) == b""
 
 
+def _table(name: str) -> dict[str, Any]:
+    """A spec table read directly, independently of bundle_contract."""
+    path = Path(__file__).resolve().parents[1] / "spec" / f"{name}.toml"
+    with path.open("rb") as file:
+        return tomllib.load(file)
+
+
 def test_the_spec_values_the_kit_reads_are_the_tables() -> None:
-    assert limit("receipt-body") == get_spec().limit("receipt-body")["maximum"]
+    rows = [row for row in _table("limits")["limit"] if "maximum" in row]
+    assert rows
+    for row in rows:
+        assert limit(row["id"]) == row["maximum"], row["id"]
+    for row in _table("errors")["error"]:
+        assert error_status(row["code"]) == row["http_status"], row["code"]
+        for variant in row.get("variants", ()):
+            status = error_status(row["code"], variant["when"])
+            assert status == variant["http_status"], (row["code"], variant)
+    with pytest.raises(KeyError):
+        error_status("AB8261", "no-such-variant")
 
 
-def test_the_public_api_is_stated_once() -> None:
-    import ast
-
-    import conformance
-
-    assert conformance.__all__ == sorted(conformance._EXPORTS)
-    for name in conformance.__all__:
-        assert getattr(conformance, name) is not None, name
-    tree = ast.parse(Path(conformance.__file__).read_text(encoding="utf-8"))
-    guarded = next(n for n in tree.body if isinstance(n, ast.If))
-    imported = {
-        alias.name: node.module
-        for node in guarded.body
-        if isinstance(node, ast.ImportFrom) and node.module != "typing"
-        for alias in node.names
-    }
-    assert imported == {name: f"conformance.{m}" for name, m in conformance._EXPORTS.items()}
-    with pytest.raises(AttributeError, match="nothing_here"):
-        conformance.nothing_here  # noqa: B018
+def test_made_up_session_ids_follow_the_session_id_pattern() -> None:
+    (row,) = [r for r in _table("limits")["limit"] if r["id"] == "session-id"]
+    pattern = re.compile(row["pattern"])
+    made = {unknown_session_id() for _ in range(20)}
+    assert len(made) == 20 and all(pattern.fullmatch(m) for m in made)
+    malformed = malformed_session_ids()
+    assert malformed and not any(pattern.fullmatch(m) for m in malformed)
 
 
 def test_the_plugin_module_loads_no_kit_until_asked(

@@ -315,3 +315,18 @@ def test_the_plugin_is_inert_without_a_url(tmp_path: Path) -> None:
     assert "bundle-devkit" in result.stdout  # loaded through the pytest11 entry point
     helped = pytest_in(tmp_path, "-p", "conformance.pytest_plugin", "--help", autoload=False)
     assert "--conformance-url" in helped.stdout
+
+
+def test_the_plugin_refuses_a_bad_url_as_a_usage_error(tmp_path: Path) -> None:
+    result = pytest_in(
+        tmp_path,
+        "-p",
+        "conformance.pytest_plugin",
+        "--conformance-url",
+        "https://127.0.0.1:1/api",
+        "--conformance-session",
+        "x",
+        autoload=False,
+    )
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    assert "--conformance-url" in result.stderr and "Traceback" not in result.stderr

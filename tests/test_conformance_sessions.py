@@ -4,9 +4,11 @@ and fail against a server that breaks the stream's contract."""
 
 from __future__ import annotations
 
+import io
+import json
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,8 @@ from bundle_server._pty import SessionManager
 from bundle_server._shell import LoopbackShell
 from bundle_server._trace_hub import TraceHub
 from conformance import Report, Status, Target, registered, run
+from conformance._expect import route
+from conformance.checks.sessions import session_hosts, sessionless_host
 
 FAKE_HOST = str(Path(__file__).with_name("fake_host.py"))
 SESSION = "s" * 43
@@ -42,6 +46,7 @@ NEEDS_HOST = sorted(
     - {i for c in CHECKS if c.name == "sessions.unsupported_methods" for i in c.ids}
 )
 WSGIApp = Callable[..., Any]
+CREATE = route("sessions.create")["path"]
 
 
 def fake(*actions: str) -> dict[str, Any]:
@@ -99,6 +104,7 @@ def test_without_a_host_kind_the_checks_that_launch_skip(
 ) -> None:
     url, manager = served
     report = kit(url, None)
+    assert NEEDS_HOST and {r.requirement for r in report.results} == set(IDS)
     for result in report.results:
         if result.requirement in NEEDS_HOST:
             assert result.status is Status.SKIP, describe(report, {result.requirement})
@@ -113,6 +119,7 @@ def test_an_unlaunchable_host_kind_skips_with_the_servers_reason(
 ) -> None:
     url, _ = served
     report = kit(url, "host_b", ["HS-021", "LIM-006"])
+    assert {r.requirement for r in report.results} == {"HS-021", "LIM-006"}
     for result in report.results:
         assert result.status is Status.SKIP
         assert "host_b is not launchable here" in result.reason
@@ -152,3 +159,30 @@ def test_the_stream_check_fails_a_stream_without_its_replay(tmp_path: Path) -> N
         report = kit(url, "host_a", ["HS-036"])
     assert report.result("HS-036").status is Status.FAIL
     assert "began with" in report.result("HS-036").reason
+
+
+def _any_host_kind(app: WSGIApp) -> WSGIApp:
+    """A broken server: a create naming any host kind launches host_a."""
+
+    def wrapped(environ: dict[str, Any], start_response: Any) -> Any:
+        if environ["REQUEST_METHOD"] == "POST" and environ["PATH_INFO"] == CREATE:
+            raw = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+            with suppress(ValueError, AttributeError):
+                body = json.loads(raw)
+                if body.get("host") not in session_hosts():
+                    raw = json.dumps({**body, "host": "host_a"}).encode()
+            environ["wsgi.input"] = io.BytesIO(raw)
+            environ["CONTENT_LENGTH"] = str(len(raw))
+        return app(environ, start_response)
+
+    return wrapped
+
+
+def test_a_server_accepting_any_host_kind_fails_the_host_rule(tmp_path: Path) -> None:
+    sessionless = sessionless_host()
+    assert sessionless is not None
+    with serve(tmp_path, _any_host_kind) as (url, manager):
+        report = kit(url, "host_a", ["HS-028"])
+        assert manager.list()["sessions"] == []
+    assert report.result("HS-028").status is Status.FAIL, describe(report)
+    assert sessionless in report.result("HS-028").reason

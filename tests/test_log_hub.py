@@ -129,3 +129,34 @@ def test_warnings_and_errors_are_mirrored_into_the_trace() -> None:
     assert warn["correlation"] == {"invocationId": "inv_9"}
     assert warn["details"] == {"logSequence": 2}
     assert (error["kind"], error["status"], error["summary"]) == ("log.error", "error", "broke")
+
+
+@pytest.mark.parametrize(
+    ("level", "expected"),
+    [
+        (logging.CRITICAL, "error"),
+        (logging.ERROR + 5, "error"),
+        (logging.WARNING, "warn"),
+        (logging.INFO + 1, "info"),
+        (logging.DEBUG, "debug"),
+    ],
+)
+def test_every_python_level_maps_to_the_band_it_sits_in(level: int, expected: str) -> None:
+    logs, trace = LogHub(), TraceHub()
+    bridge = LogBridge(logs, level=logging.DEBUG, trace=trace).attach()
+    log = logging.getLogger("bundle_server.test")
+    previous = log.level
+    log.setLevel(logging.DEBUG)
+    try:
+        log.log(level, "at %d", level)
+    finally:
+        log.setLevel(previous)
+        bridge.detach()
+    (record,) = logs.replay(0)["records"]
+    assert record["level"] == expected
+    # A critical record is an error in the trace too, not a routine entry.
+    entries = trace.replay(0)["entries"]
+    if expected in ("warn", "error"):
+        assert [e["kind"] for e in entries] == [f"log.{expected}"]
+    else:
+        assert entries == []

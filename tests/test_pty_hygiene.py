@@ -5,18 +5,19 @@ thread of ours is left."""
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from pathlib import Path
 
 import gevent
+from fake_host import host
 
+from bundle_contract._spec import get_spec
 from bundle_server._pty import SessionManager
 from bundle_server._streams import GreenWaker
 
-FAKE_HOST = str(Path(__file__).with_name("fake_host.py"))
-ROUNDS = 50  # of four concurrent sessions: 200 cycles
+ACTIVE_MAX = get_spec().limit("active-sessions")["maximum"]
+CYCLES = 200  # in rounds of as many concurrent sessions as may be active
 EVERY_NTH_WITH_DESCENDANTS = 4
 
 
@@ -89,22 +90,8 @@ def test_200_create_terminate_cycles_leave_nothing_behind(tmp_path: Path) -> Non
     manager = SessionManager(
         tmp_path,
         executables={
-            "host_a": {
-                "executable": sys.executable,
-                "args": [
-                    FAKE_HOST,
-                    "ignore:HUP",
-                    "raw",
-                    "hup-child",
-                    "grandchild",
-                    "ready",
-                    "sleep",
-                ],
-            },
-            "host_b": {
-                "executable": sys.executable,
-                "args": ["-I", "-S", FAKE_HOST, "ready", "sleep"],
-            },
+            "host_a": host("ignore:HUP", "raw", "hup-child", "grandchild", "ready", "sleep"),
+            "host_b": host("ready", "sleep"),
         },
         terminate_grace=0.05,
     )
@@ -128,13 +115,13 @@ def test_200_create_terminate_cycles_leave_nothing_behind(tmp_path: Path) -> Non
         manager.delete(record["id"])
         cycles += 1
 
-    for round_ in range(ROUNDS):
-        gevent.joinall(
-            [gevent.spawn(cycle, round_ * 4 + slot) for slot in range(4)], raise_error=True
-        )
+    for first in range(0, CYCLES, ACTIVE_MAX):
+        batch = range(first, min(first + ACTIVE_MAX, CYCLES))
+        gevent.joinall([gevent.spawn(cycle, index) for index in batch], raise_error=True)
     manager.close()
-    assert cycles == 200
-    assert len(pids) == 200 + 2 * (200 // EVERY_NTH_WITH_DESCENDANTS)
+    assert cycles == CYCLES
+    heavy = len(range(0, CYCLES, EVERY_NTH_WITH_DESCENDANTS))
+    assert len(pids) == CYCLES + 2 * heavy
     left = {pid: describe(pid) for pid in pids if os.path.exists(f"/proc/{pid}")}
     assert not left
     assert not carriers(markers)

@@ -43,6 +43,11 @@ def off_contract(call: Call) -> Reply:
     return Reply(200, {"entries": "not a list"})
 
 
+def off_status(call: Call) -> Reply:
+    # The row declares 202 only.
+    return Reply(200, {"invocation": {"secret": "undeclared-status-body"}})
+
+
 def boom(call: Call) -> Any:
     raise RuntimeError("secret-internal-detail")
 
@@ -61,6 +66,7 @@ def probe() -> Iterator[Server]:
         "invocations.get": echo,
         "runtime.list": boom,
         "runtime.get": off_contract,
+        "invocations.cancel": off_status,
     }
     yield from serve(hub, handlers)
 
@@ -296,6 +302,21 @@ def test_a_body_off_the_contract_is_never_sent(
     assert response.status == 500
     assert response.json() == INTERNAL_ERROR
     assert b"not a list" not in response.data
+
+
+def test_an_undeclared_status_is_never_sent(
+    probe: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = "/api/routes/invocations/ri_0123456789abcdef/cancel"
+    with caplog.at_level(logging.ERROR, logger="bundle_server"):
+        response = probe.request("POST", path, body=b"")
+    message = "invocations.cancel: status 200 is not declared"
+    assert any(message in r.getMessage() + str(r.exc_text) for r in caplog.records)
+    assert response.status == 500
+    assert response.code() == INTERNAL_ERROR["error"]["code"]
+    assert response.json() == INTERNAL_ERROR
+    assert b"undeclared-status-body" not in response.data
+    assert_security_headers(response)
 
 
 # --- bodies, path and query parameters (test handlers) ---

@@ -199,3 +199,20 @@ def test_stream_frames_are_compact_single_lines(live: Server) -> None:
         assert json.loads(raw)["entry"]["summary"] == "line\nbreak"
     finally:
         stream.close()
+
+
+@pytest.mark.parametrize("path", ["/api/trace/stream", "/api/logs/stream"])
+def test_a_head_request_on_a_stream_leaves_no_subscriber(live: Server, path: str) -> None:
+    # HEAD is answered without iterating the body: what the stream subscribed must still be
+    # released when the body is closed, or every HEAD would leave a reader behind for good.
+    hub = live.logs if path.startswith("/api/logs") else live.hub
+    for _ in range(3):
+        reply = live.request("HEAD", path)
+        assert reply.status == 200 and reply.data == b""
+    wait_for(lambda: hub.subscriber_count == 0)
+    stream = open_stream(live, path)  # a GET still subscribes, and holds its reader
+    try:
+        wait_for(lambda: hub.subscriber_count == 1)
+    finally:
+        stream.close()
+    wait_for(lambda: hub.subscriber_count == 0)

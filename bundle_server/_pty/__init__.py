@@ -25,7 +25,7 @@ Serving a session stream (seed 000, "Host-session stream") from a request greenl
 """
 
 from bundle_server._pty._hosts import availability, host_kinds
-from bundle_server._pty._manager import SessionManager, new_session_id
+from bundle_server._pty._manager import SessionManager, new_session_id, utf8
 from bundle_server._pty._output import Frame, OutputSubscription
 from bundle_server._pty._session import SessionReplay
 
@@ -37,4 +37,5 @@ __all__ = [
     "availability",
     "host_kinds",
     "new_session_id",
+    "utf8",
 ]

@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 from bundle_contract._generated.errors import (
-    HostNotLaunchable,
     MalformedSessionRequest,
     SessionNotFound,
     SessionServiceUnavailable,
@@ -79,6 +78,16 @@ def _id_shape() -> tuple[str, int]:
     return shape["prefix"], int(shape["length"])
 
 
+def utf8(text: str, field: str) -> bytes:
+    """`text` as UTF-8; AB8261 for a string JSON allowed but UTF-8 cannot carry."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MalformedSessionRequest(
+            f"{field} is not UTF-8 text (a lone surrogate)", {"field": field}
+        ) from None
+
+
 def new_session_id() -> str:
     """The `session-id` prefix and characters of [0-9a-z] from `secrets` (`hs_` and 16)."""
     prefix, length = _id_shape()
@@ -97,7 +106,6 @@ class SessionManager:
         env: Mapping[str, str] | None = None,
         publish: Publish | None = None,
         terminate_grace: float | None = None,
-        check_install: Callable[[str], str | None] | None = None,
         subreaper: bool = True,
         engine: Callable[[], Engine] | None = None,
     ) -> None:
@@ -107,7 +115,6 @@ class SessionManager:
         self._overrides: Overrides = dict(executables or {})
         self._env = dict(env) if env is not None else None
         self._publish = publish
-        self._check_install = check_install
         self._subreaper = subreaper
         self._variable = spec.variable("host-session-id")
         self._id_pattern = re.compile(spec.limit("session-id")["pattern"])
@@ -141,6 +148,11 @@ class SessionManager:
     def pending_input_bound(self) -> int:
         return self._pending_max
 
+    def knows(self, session_id: str) -> bool:
+        """Whether `session_id` names a session of this manager (running or ended)."""
+        with self._lock:
+            return session_id in self._sessions
+
     def get(self, session_id: str) -> dict[str, Any]:
         """The HostSession record; AB8261 for a malformed id, AB8262 for an unknown one."""
         return self._session(session_id).record()
@@ -153,13 +165,7 @@ class SessionManager:
 
     def hosts(self) -> builtins.list[dict[str, Any]]:
         """HostAvailability for every host kind of hosts.toml."""
-        hosts = availability(self._overrides, self._child_env_base())
-        if self._check_install is not None:
-            for host in hosts:
-                reason = host["launchable"] and self._check_install(host["host"])
-                if reason:
-                    host.update(launchable=False, reason=reason)
-        return hosts
+        return availability(self._overrides, self._child_env_base())
 
     def active_count(self) -> int:
         with self._lock:
@@ -317,7 +323,7 @@ class SessionManager:
         if self._closed:  # checked again, atomically, when the slot is reserved
             raise SessionServiceUnavailable("the host-session service is closed")
         self._check_dimensions(cols, rows)
-        seed = None if prompt is None else prompt.encode("utf-8") + b"\r"
+        seed = None if prompt is None else utf8(prompt, "prompt") + b"\r"
         if seed is not None and len(seed) > self._pending_max:
             raise MalformedSessionRequest(
                 "the prompt is too long", {"bytes": len(seed)}, variant="input-too-large"
@@ -325,10 +331,6 @@ class SessionManager:
         env = self._child_env_base()
         require_ptyprocess()
         launch = resolve(host, self._overrides, env)
-        if self._check_install is not None:
-            reason = self._check_install(host)
-            if reason:
-                raise HostNotLaunchable(reason, {"host": host})
         self._reserve(restart_of)
         try:
             if restart_of is not None:

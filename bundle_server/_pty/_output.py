@@ -44,6 +44,10 @@ class Frame:
     session: Record = field(default_factory=dict)
 
 
+def _no_wake() -> None:
+    pass
+
+
 class OutputSubscription:
     """A reader's live frames after its replay. `take()` never waits."""
 
@@ -55,8 +59,8 @@ class OutputSubscription:
         self._byte_capacity = byte_capacity
         self._bytes = 0  # output bytes queued
         self._frames: deque[Frame] = deque()
-        self._event = threading.Event()
-        self._wake = wake or self._event.set
+        # Without a wake the subscriber polls `take()` on its own schedule.
+        self._wake = wake or _no_wake
         self.lagged = False
         self.done = False  # the end frame was taken
 
@@ -80,7 +84,6 @@ class OutputSubscription:
         Raises `SubscriberLagged` once the subscriber was cut for falling behind.
         """
         with self._log.lock:
-            self._event.clear()
             if self.lagged:
                 raise SubscriberLagged("session stream subscriber fell too far behind")
             batch = list(self._frames)
@@ -89,10 +92,6 @@ class OutputSubscription:
             if batch and batch[-1].event == "end":
                 self.done = True
             return batch
-
-    def wait(self, timeout: float | None) -> bool:
-        """Wait for news with the default wake (plain threads only)."""
-        return self._event.wait(timeout)
 
     def cancel(self) -> None:
         self._log._unsubscribe(self)
@@ -164,10 +163,6 @@ class OutputLog:
         else:
             self._subscribers.append(subscription)
         return subscription
-
-    @property
-    def subscriber_count(self) -> int:
-        return len(self._subscribers)
 
     def _broadcast(self, frame: Frame) -> None:
         self._subscribers = [s for s in self._subscribers if s._offer(frame)]

@@ -7,15 +7,20 @@ the row, so a path change in the table moves the kit with it.
 from __future__ import annotations
 
 import json
+import re
+import secrets
 import time
+from functools import cache
 from typing import Any
 
+from bundle_contract._spec import get_spec
 from bundle_contract._validation import problems
 from conformance import _expect
 from conformance._client import Headers
 from conformance._receipt import build_receipt
 from conformance._registry import Context
 from conformance._reply import Reply
+from conformance.checks._frames import item_sequences
 
 # The browser route the guard checks aim at: cheap, side-effect free, always mounted.
 PROBE = "trace.replay"
@@ -32,12 +37,92 @@ def probe(ctx: Context) -> str:
     return f"{path(PROBE)}?after={latest(ctx, PROBE)}"
 
 
+def issue_query() -> str:
+    """The name of the issuance route's one query parameter (`session`)."""
+    (name,) = _expect.route("workbench.index")["query"]
+    return str(name)
+
+
+def issue_path(token: str) -> str:
+    """The issuance URL for `token`: the page's path with its one query parameter."""
+    return f"{path('workbench.index')}?{issue_query()}={token}"
+
+
 def other_port(port: int) -> int:
     return port + 1 if port < 65535 else port - 1
 
 
 def json_bytes(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode("utf-8")
+
+
+def json_problems(ctx: Context, where: str, schema: str) -> list[str] | None:
+    """GET `where`: the problems of its JSON body against `schema`. A reply that is not a 200
+    with a JSON body is failed here (under all of the check's ids) and gives None."""
+    reply = ctx.client.get(where)
+    if not ctx.check(
+        reply.status == 200 and reply.media_type == "application/json",
+        f"GET {where}: {reply.describe()}",
+    ):
+        return None
+    try:
+        body = reply.json()
+    except ValueError as exc:
+        ctx.fail(f"GET {where}: the body is not JSON ({exc})")
+        return None
+    return problems(schema, body)
+
+
+# -- host-session ids: their format is limits.toml's `session-id` pattern -----------------------
+
+SESSION_ID_SHAPE = re.compile(
+    r"\^(?P<prefix>[^\[\\]*)\[(?P<chars>[^\]]+)\]\{(?P<length>[0-9]+)\}\$"
+)
+
+
+@cache
+def session_id_pattern() -> re.Pattern[str]:
+    return re.compile(str(get_spec().limit("session-id")["pattern"]))
+
+
+@cache
+def _session_id_parts() -> tuple[str, str, int]:
+    """(prefix, alphabet, length) of the `session-id` pattern, which is `^PREFIX[CHARS]{N}$`."""
+    source = session_id_pattern().pattern
+    shape = SESSION_ID_SHAPE.fullmatch(source)
+    if shape is None:
+        raise ValueError(f"session-id pattern {source!r} is not ^PREFIX[CHARS]{{N}}$")
+    chars = shape["chars"]
+    alphabet = "".join(
+        chr(c) for a, b in re.findall(r"(.)-(.)", chars) for c in range(ord(a), ord(b) + 1)
+    ) + re.sub(r".-.", "", chars)
+    return shape["prefix"], alphabet, int(shape["length"])
+
+
+def unknown_session_id() -> str:
+    """A well-formed session id no server has issued (random, so it names nothing)."""
+    prefix, alphabet, length = _session_id_parts()
+    made = prefix + "".join(secrets.choice(alphabet) for _ in range(length))
+    if not session_id_pattern().fullmatch(made):
+        raise ValueError(f"made-up session id {made!r} does not match the session-id pattern")
+    return made
+
+
+def malformed_session_ids() -> tuple[str, ...]:
+    """Session ids the `session-id` pattern refuses: a character outside its alphabet, too
+    short, too long, and no prefix at all."""
+    prefix, alphabet, length = _session_id_parts()
+    outside = next(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ!~" if c not in alphabet)
+    made = (
+        prefix + outside * length,
+        prefix + alphabet[0] * (length // 2),
+        prefix + alphabet[0] * (length + 1),
+        "session",
+    )
+    wrong = [m for m in made if session_id_pattern().fullmatch(m)]
+    if wrong:
+        raise ValueError(f"made-up malformed session ids {wrong} match the session-id pattern")
+    return made
 
 
 def receipt_token(ctx: Context) -> str:
@@ -133,3 +218,28 @@ def near_miss(secret: str) -> str:
     if not secret:
         return "x"
     return secret[:-1] + ("a" if secret[-1] != "a" else "b")
+
+
+def check_stream_frames(
+    ctx: Context,
+    frames: list[Any],
+    bad: list[str],
+    *,
+    label: str,
+    schema: str,
+    key: str,
+    after: int,
+    shape_id: str,
+    order_id: str,
+) -> list[int]:
+    """Every line JSON and every frame a `schema` message (`shape_id`), and the records under
+    `key` numbered on from `after` without a hole (`order_id`); the sequences seen."""
+    for line in bad:
+        ctx.fail(f"{label} line is not JSON: {line!r}", shape_id)
+    for frame in frames:
+        for problem in problems(schema, frame):
+            ctx.fail(f"frame {str(frame)[:80]}: {problem}", shape_id)
+    sequences = item_sequences(frames, schema, key)
+    why = contiguous(sequences, after + 1)
+    ctx.check(why is None, f"{label} after={after}: {why}", order_id)
+    return sequences

@@ -15,14 +15,29 @@ from bundle_contract._validation import problems
 from conformance import _expect
 from conformance._registry import Context, check
 from conformance._stream import Stream
-from conformance.checks._common import contiguous, latest, path, publish_entry, replay
-from conformance.checks._frames import item_sequences, read_frames
+from conformance.checks._common import (
+    check_stream_frames,
+    json_problems,
+    latest,
+    path,
+    publish_entry,
+    replay,
+)
+from conformance.checks._frames import ids_for, read_frames
 
 # Browser-unsafe text: C0 controls but tab and newline, DEL, C1 controls, bidi overrides and
 # isolates (they can reorder what a page shows).
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 LINK_KEYS = ("correlationId", "invocationId", "mcpSessionId")
 INSPECT = 200  # newest records inspected
+RECORD_FIELDS = {"context": ("LOG-004",), "message": ("LOG-005",), "href": ("LOG-006",)}
+
+
+def _trace_link() -> str:
+    """What a record's link starts with: the Workbench trace page and its one query name."""
+    row = _expect.route("workbench.trace")
+    (name,) = row["query"]
+    return f"{row['path']}?{name}="
 
 
 def _records(ctx: Context) -> list[dict[str, Any]]:
@@ -38,14 +53,8 @@ def _records(ctx: Context) -> list[dict[str, Any]]:
 def log_replay(ctx: Context) -> None:
     """GET /api/logs/replay answers `{replay: DevLogReplay}` as JSON."""
     for query in ("", "?after=0"):
-        reply = ctx.client.get(path("logs.replay") + query)
-        if not ctx.check(
-            reply.status == 200 and reply.media_type == "application/json",
-            f"GET {path('logs.replay')}{query}: {reply.describe()}",
-        ):
-            continue
-        found = problems("DevLogReplayResponse.json", reply.json())
-        ctx.check(not found, f"GET {path('logs.replay')}{query}: {found[:2]}")
+        found = json_problems(ctx, path("logs.replay") + query, "DevLogReplayResponse.json")
+        ctx.check(not found, f"GET {path('logs.replay')}{query}: {(found or [])[:2]}")
     ctx.note("the log replay conforms to DevLogReplayResponse.json")
 
 
@@ -58,12 +67,11 @@ def log_records(ctx: Context) -> None:
     allowed = set(_expect.schema("DevLogRecord")["properties"]["context"]["properties"])
     bound = _expect.limit("log-message")
     links = 0
+    trace_link = _trace_link()
     for record in records:
         label = f"record {record.get('sequence', '?')}"
         for problem in problems("DevLogRecord.json", record):
-            where = problem.split(": ", 1)[0]
-            ids = {"$.context": "LOG-004", "$.message": "LOG-005", "$.href": "LOG-006"}
-            ctx.fail(f"{label}: {problem}", ids.get(where.split("[")[0], "LOG-004"))
+            ctx.fail(f"{label}: {problem}", *ids_for(problem, RECORD_FIELDS, ("LOG-004",)))
         context = record.get("context") or {}
         extra = set(context) - allowed
         ctx.check(not extra, f"{label}: context keys {sorted(extra)} not allowlisted", "LOG-004")
@@ -79,7 +87,7 @@ def log_records(ctx: Context) -> None:
         if "href" in record:
             links += 1
             values = [context[key] for key in LINK_KEYS if key in context]
-            targets = {f"/trace?correlation={quote(value, safe='')}" for value in values}
+            targets = {f"{trace_link}{quote(value, safe='')}" for value in values}
             ctx.check(record["href"] in targets, f"{label}: href {record['href']!r}", "LOG-006")
     ctx.note(f"{len(records)} records: allowlisted context, safe text, {links} correct links")
 
@@ -106,14 +114,17 @@ def log_stream(ctx: Context) -> None:
             )
 
         frames = read_frames(opened, ctx.target.stream_timeout, done, bad)
-    for line in bad:
-        ctx.fail(f"log stream line is not JSON: {line!r}", "LOG-008")
-    for frame in frames:
-        for problem in problems("DevLogMessage.json", frame):
-            ctx.fail(f"frame {str(frame)[:80]}: {problem}", "LOG-008")
-    sequences = item_sequences(frames, "DevLogMessage.json", "record")
-    why = contiguous(sequences, after + 1)
-    ctx.check(why is None, f"log stream after={after}: {why}", "LOG-002")
+    sequences = check_stream_frames(
+        ctx,
+        frames,
+        bad,
+        label="log stream",
+        schema="DevLogMessage.json",
+        key="record",
+        after=after,
+        shape_id="LOG-008",
+        order_id="LOG-002",
+    )
     if newest > after:
         ctx.check(bool(sequences), "the stream replayed no record after the cursor", "LOG-002")
     if not frames:

@@ -24,6 +24,7 @@ from conformance.checks._common import (
     path,
     post_receipt,
     receipt_token,
+    unknown_session_id,
     wait_for_entries,
 )
 
@@ -143,7 +144,7 @@ def receipt_session_id(ctx: Context) -> None:
     """A receipt naming a host session this server did not start is refused with AB8266."""
     receipt_token(ctx)
     status = _expect.error_status("AB8266")
-    for value in ("hs_0000000000000000", "bogus", ""):
+    for value in (unknown_session_id(), "bogus", ""):
         reply = post_receipt(ctx, build_receipt(session_id=value))
         ctx.check(
             reply.error_code() == "AB8266",

@@ -13,7 +13,15 @@ from conformance import _expect
 from conformance._registry import Context, check
 from conformance._reply import Reply
 from conformance._stream import Stream
-from conformance.checks._common import PROBE, RECEIPTS, latest, path, probe
+from conformance.checks._common import (
+    PROBE,
+    RECEIPTS,
+    issue_path,
+    json_problems,
+    latest,
+    path,
+    probe,
+)
 
 Sample = list[tuple[str, str, Reply]]  # label, kind (ok/auth/route/cursor/receipt), reply
 FOREIGN = ("Origin", "http://evil.example")
@@ -33,14 +41,14 @@ def sample(ctx: Context) -> Sample:
         (
             "session issuance",
             "ok",
-            client.get(f"{index}?session={ctx.target.session}", auth="none"),
+            client.get(issue_path(ctx.target.session), auth="none"),
         ),
         ("Workbench page", "ok", client.get(index, auth="cookie")),
         ("no session", "auth", client.get(where, auth="none")),
         ("no session, foreign Origin", "auth", client.get(where, headers=[FOREIGN], auth="none")),
         ("foreign Host", "auth", client.get(where, host=f"evil.example:{port}")),
         ("foreign Origin", "auth", client.get(where, headers=[FOREIGN])),
-        ("wrong issuance token", "auth", client.get(f"{index}?session=wrong", auth="none")),
+        ("wrong issuance token", "auth", client.get(issue_path("wrong"), auth="none")),
         ("unknown path", "route", client.get("/api/conformance-no-such-route")),
         ("wrong method", "route", client.request("DELETE", where)),
         ("malformed cursor", "cursor", client.get(f"{raw}?after=-1")),
@@ -136,19 +144,8 @@ def json_responses(ctx: Context) -> None:
     for route_id in ("trace.replay", "logs.replay", "workbench.openapi"):
         row = _expect.route(route_id)
         cursor = f"?after={latest(ctx, route_id)}" if "after" in row.get("query", {}) else ""
-        reply = ctx.client.get(row["path"] + cursor)
-        if not ctx.check(
-            reply.status == 200 and reply.media_type == "application/json",
-            f"GET {row['path']}: {reply.describe()}",
-        ):
-            continue
-        try:
-            body = reply.json()
-        except ValueError as exc:
-            ctx.fail(f"GET {row['path']}: body is not JSON ({exc})")
-            continue
-        found = problems(row["responses"]["200"]["schema"], body)
-        ctx.check(not found, f"GET {row['path']}: {found[:1]}")
+        found = json_problems(ctx, row["path"] + cursor, row["responses"]["200"]["schema"])
+        ctx.check(not found, f"GET {row['path']}: {(found or [])[:1]}")
     for label, _, reply in sample(ctx):
         if reply.status >= 400:
             ctx.check(reply.media_type == "application/json", f"{label}: {reply.media_type}")

@@ -10,15 +10,25 @@ exactly 1, and the stream continues the replay with no gap and no duplicate.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from bundle_contract._openapi import effective_errors
+from bundle_contract._spec import get_spec
 from bundle_contract._validation import problems
 from conformance import _expect
 from conformance._registry import Context, check
 from conformance._reply import Reply
 from conformance._stream import Stream
-from conformance.checks._common import contiguous, latest, path, publish_entry, trace_replay
+from conformance.checks._common import (
+    check_stream_frames,
+    contiguous,
+    json_bytes,
+    json_problems,
+    latest,
+    path,
+    publish_entry,
+    trace_replay,
+)
 from conformance.checks._frames import ids_for, item_sequences, read_frames
 
 ENTRY_FIELDS = {
@@ -34,7 +44,7 @@ ENTRY_FIELDS = {
     "details": ("TRACE-010",),
     "href": ("TRACE-011",),
 }
-ENTRY_IDS = tuple(f"TRACE-{n:03d}" for n in range(1, 13) if n != 13)
+ENTRY_IDS = tuple(f"TRACE-{n:03d}" for n in range(1, 13))
 REPLAY_FIELDS = {"entries": ("TRACE-014",), "gap": ("TRACE-015",), "latestSequence": ("TRACE-016",)}
 GAP_FIELDS = {
     "type": ("TRACE-017",),
@@ -42,11 +52,11 @@ GAP_FIELDS = {
     "firstAvailableSequence": ("TRACE-018",),
     "requestedAfterSequence": ("TRACE-018",),
 }
-# How many entries the kit publishes at most while looking for a gap (retention is the
-# server's; a server retaining more than this never shows one to the kit).
 INSPECT = 64  # newest entries whose fields are inspected
 BATCHES = 4  # receipts published where sequences are checked
-GAP_MARGIN = 64  # entries published past `trace-retention` to push the oldest out
+# How many entries past `trace-retention` the kit publishes at most while looking for a gap
+# (retention is the server's; a server retaining more than this never shows one to the kit).
+GAP_MARGIN = 64
 GAP_EVENTS = max(1, _expect.limit("receipt-events") * 3 // 4)  # kernel events per receipt
 
 
@@ -54,13 +64,7 @@ GAP_EVENTS = max(1, _expect.limit("receipt-events") * 3 // 4)  # kernel events p
 def trace_replay_shape(ctx: Context) -> None:
     """GET /api/trace answers a TraceReplay as JSON."""
     for query in ("", "?after=0"):
-        reply = ctx.client.get(path("trace.replay") + query)
-        if not ctx.check(
-            reply.status == 200 and reply.media_type == "application/json",
-            f"GET {path('trace.replay')}{query}: {reply.describe()}",
-        ):
-            continue
-        for problem in problems("TraceReplay.json", reply.json()):
+        for problem in json_problems(ctx, path("trace.replay") + query, "TraceReplay.json") or []:
             if problem.startswith("$.entries["):
                 continue  # the fields of an entry are TRACE-001..012's concern
             ctx.fail(problem, *ids_for(problem, REPLAY_FIELDS, ("TRACE-019",)))
@@ -91,7 +95,7 @@ def trace_entry_fields(ctx: Context) -> None:
         for problem in problems("TraceEntry.json", entry):
             ctx.fail(f"{label}: {problem}", *ids_for(problem, ENTRY_FIELDS, ENTRY_IDS))
         if "details" in entry:
-            size = len(json.dumps(entry["details"], separators=(",", ":")).encode("utf-8"))
+            size = len(json_bytes(entry["details"]))
             ctx.check(size <= bound, f"{label}: details of {size} bytes > {bound}", "TRACE-010")
         extra = set(entry.get("correlation") or {}) - allowed
         ctx.check(not extra, f"{label}: correlation keys {sorted(extra)}", "TRACE-012")
@@ -187,7 +191,7 @@ def _expect_code(
     ctx.check(reply.status == status, f"{what}: {reply.describe()}, not {status}", *status_ids)
     got = reply.error_code()
     ctx.check(
-        got == code and got in _expect.route_errors(route_id),
+        got == code and got in effective_errors(get_spec(), _expect.route(route_id)),
         f"{what}: code {got}, not the registered {code}",
         *code_ids,
     )
@@ -287,9 +291,9 @@ def trace_stream(ctx: Context) -> None:
         if not isinstance(opened, Stream):
             ctx.fail(f"GET {path('trace.stream')}?after={after}: {opened.describe()}")
             return
-        media = dict((k.lower(), v) for k, v in opened.headers).get("content-type") or ""
+        media = opened.media_type
         ctx.check(
-            media.split(";")[0].strip().lower() == "application/x-ndjson",
+            media == "application/x-ndjson",
             f"stream Content-Type {media!r}",
             "TRACE-020",
             "STREAM-002",
@@ -307,14 +311,17 @@ def trace_stream(ctx: Context) -> None:
             return any(e.get("correlation", {}).get("requestId") == wanted for e in entries)
 
         frames = read_frames(opened, ctx.target.stream_timeout, done, bad)
-    for line in bad:
-        ctx.fail(f"stream line is not JSON: {line!r}", "TRACE-024")
-    for frame in frames:
-        for problem in problems("TraceMessage.json", frame):
-            ctx.fail(f"frame {str(frame)[:80]}: {problem}", "TRACE-024")
-    sequences = item_sequences(frames, "TraceMessage.json", "entry")
-    why = contiguous(sequences, after + 1)
-    ctx.check(why is None, f"stream after={after}: {why}", "TRACE-020")
+    check_stream_frames(
+        ctx,
+        frames,
+        bad,
+        label="stream",
+        schema="TraceMessage.json",
+        key="entry",
+        after=after,
+        shape_id="TRACE-024",
+        order_id="TRACE-020",
+    )
     if wanted is not None:
         ctx.check(
             done(frames),
