@@ -568,7 +568,7 @@ def test_a_utf8_character_split_across_reads_survives(make_server: Any) -> None:
 def test_output_events_are_byte_exact_at_every_split_offset() -> None:
     text = "aé€😀z".encode()
     for cut in range(len(text) + 1):
-        frames = [Frame("output", data=text[:cut]), Frame("output", data=text[cut:])]
+        frames = [Frame.output(text[:cut]), Frame.output(text[cut:])]
         for batch in ([frames[0]], [frames[1]]), (frames,):
             decoded = b""
             for part in batch:

@@ -19,7 +19,8 @@ Serving a session stream (seed 000, "Host-session stream") from a request greenl
     send("state", {"session": replay.session})
     send("output", {"data": b64encode(replay.output)})                 # up to 256 KiB
     loop: frames = subscription.take()       # SubscriberLagged: cut, close the stream
-          for each frame: send(frame.event, {"data": ...} or {"session": frame.session})
+          for each frame: send(frame.event, {"data": b"".join(frame.encoded)}  # output
+                                            or {"session": frame.session})     # state, end
           stop after the `end` frame; when no frame came, waker.wait(keepalive) else a comment
     finally: subscription.cancel(); waker.close()
 """

@@ -15,6 +15,11 @@ Theory of operation:
   `take`) and forgotten: the reader never waits for a subscriber, so neither the child nor
   the other readers slow down. The `end` frame is always queued, past the bound, so a reader
   that keeps up always sees it.
+- An `output` frame carries its bytes and their base64 text, made once by the reader while it
+  reads (`Chunk`), not by each subscriber: a flood costs one encoding however many streams
+  watch it, and the encoding of each PTY read overlaps the kernel's refill of the next one
+  (encoding a gathered 64 KiB chunk at once was a ~160 us stall of the reader per chunk, in
+  which the PTY filled up and the child stopped writing; see bench/bench_pty_stream.py).
 - `wake` is called, under the lock, when a subscriber's queue goes from empty to non-empty
   and when it is cut or ended. It must not block: the HTTP layer passes `GreenWaker.wake` (a
   libev async send, safe from the engine thread).
@@ -23,6 +28,7 @@ Theory of operation:
 from __future__ import annotations
 
 import threading
+from binascii import b2a_base64
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,14 +40,54 @@ from bundle_server._sequenced import SubscriberLagged
 Record = Mapping[str, Any]
 
 
+def base64(data: bytes | memoryview) -> bytes:
+    return b2a_base64(data, newline=False)
+
+
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """One item of a session stream: `output` carries `data`; `state` and `end` carry the
-    session record (`end` is the last frame)."""
+    """One item of a session stream: `output` carries `data` and its base64 text in `encoded`
+    (in pieces: the text is their concatenation, joined only where the stream writes it);
+    `state` and `end` carry the session record (`end` is the last frame)."""
 
     event: Literal["state", "output", "end"]
     data: bytes = b""
     session: Record = field(default_factory=dict)
+    encoded: tuple[bytes, ...] = ()
+
+    @classmethod
+    def output(cls, data: bytes) -> Frame:
+        return cls("output", data=data, encoded=(base64(data),))
+
+
+class Chunk:
+    """The reads gathered into one output frame, base64-encoded read by read: each read's
+    whole 3-byte groups are encoded as it arrives and the rest carried to the next, so the
+    pieces concatenate to the encoding of the concatenated bytes."""
+
+    __slots__ = ("_carry", "_encoded", "_reads", "size")
+
+    def __init__(self) -> None:
+        self._reads: list[bytes] = []
+        self._encoded: list[bytes] = []
+        self._carry = b""
+        self.size = 0
+
+    def add(self, data: bytes) -> None:
+        self._reads.append(data)
+        self.size += len(data)
+        if self._carry:
+            data = self._carry + data
+        whole = len(data) - len(data) % 3
+        self._encoded.append(base64(memoryview(data)[:whole]))
+        self._carry = data[whole:]
+
+    def frame(self) -> Frame:
+        if self._carry:
+            self._encoded.append(base64(self._carry))
+        reads = self._reads
+        data = reads[0] if len(reads) == 1 else b"".join(reads)
+        return Frame("output", data=data, encoded=tuple(self._encoded))
 
 
 def _no_wake() -> None:
@@ -123,7 +169,9 @@ class OutputLog:
 
     # All of the following are called with `lock` held.
 
-    def append(self, data: bytes) -> None:
+    def append(self, frame: Frame) -> None:
+        """Retain an `output` frame's bytes and queue the frame for every subscriber."""
+        data = frame.data
         if not data:
             return
         self.total += len(data)
@@ -143,7 +191,7 @@ class OutputLog:
                 else:
                     self._chunks[0] = head[excess:]
                     self._size -= excess
-        self._broadcast(Frame("output", data=data))
+        self._broadcast(frame)
 
     def retained(self) -> bytes:
         return b"".join(self._chunks)

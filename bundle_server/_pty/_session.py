@@ -10,9 +10,10 @@ Theory of operation:
   the pending input and the fd: the fd is closed under it, and `write`/`resize` check `fd_open`
   under it, so a caller in another thread can never touch a closed (or reused) descriptor.
 - Output. The reader waits for readability on one io watcher and reads the non-blocking master
-  with `os.read`; every chunk goes to the ring and the subscribers (`_output.py`). After each
-  chunk it waits on the watcher again, so the loop polls before the next chunk and a flooding
-  session gets one chunk per loop iteration; a chunk is what is already waiting, up to
+  with `os.read`; every chunk, base64-encoded read by read as it is gathered (`Chunk`), goes to
+  the ring and the subscribers (`_output.py`). After each chunk it waits on the watcher
+  again, so the loop polls before the next chunk and a flooding session gets one chunk per
+  loop iteration; a chunk is what is already waiting, up to
   `COALESCE_BYTES` when the session reads alone, one read while other sessions read too. EIO (or
   EOF) means every holder of the slave closed it: the reader stops and pokes the supervisor.
 - Input. `write` tries one non-blocking `os.write` right away; what the PTY does not take
@@ -55,7 +56,7 @@ from bundle_contract._generated.errors import MalformedSessionRequest
 from bundle_contract._project import utc_timestamp
 from bundle_contract._states import state_machine
 from bundle_server._pty._engine import Engine, wait_for
-from bundle_server._pty._output import OutputLog, OutputSubscription
+from bundle_server._pty._output import Chunk, Frame, OutputLog, OutputSubscription
 from bundle_server._pty._process import (
     ExitStatus,
     Member,
@@ -295,16 +296,17 @@ class Session:
                 # A PTY hands out at most a few KiB per read; what is already waiting is taken
                 # now and published as one chunk, so a flood costs one lock, frame and wake per
                 # COALESCE_BYTES instead of per read. A lone keystroke echo still goes at once.
-                chunks, size = [data], len(data)
+                chunk = Chunk()
+                chunk.add(data)
                 budget = COALESCE_BYTES if self._engine.readers == 1 else SHARED_COALESCE_BYTES
-                while size < budget and not others_ready(loop):
+                while chunk.size < budget and not others_ready(loop):
                     more = self.child.read()
                     if not more:  # nothing ready (None), or closed: the next read says so
                         break
-                    chunks.append(more)
-                    size += len(more)
+                    chunk.add(more)
+                frame = chunk.frame()
                 with self.lock:
-                    self.output.append(b"".join(chunks) if len(chunks) > 1 else data)
+                    self.output.append(frame)
                 # Back through the loop's poll, not just its run queue (`sleep(0)`): requests,
                 # other sessions and the streams get their turn before the next chunk.
                 hub.wait(readable)
@@ -330,8 +332,9 @@ class Session:
             data = self.child.read()
             if not data:
                 break
+            frame = Frame.output(data)
             with self.lock:
-                self.output.append(data)
+                self.output.append(frame)
 
     def _end(self) -> bool:
         """Close the master, make the record final, end subscribers; True if terminated."""
