@@ -147,6 +147,7 @@ def runtime_module(spec: Spec) -> str:
         ("RECEIPT_URL_VARIABLE", spec.variable("receipt-url"), "set for spawned simulations"),
         ("RECEIPT_TOKEN_VARIABLE", spec.variable("receipt-token"), "set with the one above"),
         ("HOST_SESSION_VARIABLE", spec.variable("host-session-id"), "a receipt's sessionId"),
+        ("PLUGIN_ROOT_VARIABLE", spec.variable("plugin-root"), "the installed bundle's root"),
         ("RECEIPT_BODY_MAX_BYTES", spec.limit("receipt-body")["maximum"], "limit receipt-body"),
         ("WRAPPER_POST_MS", spec.limit("wrapper-post-time")["maximum"], "wrapper-post-time"),
         ("TOKEN_MAX_CHARS", spec.schemas["SessionToken"]["maxLength"], "SessionToken.json"),

@@ -48,9 +48,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, TypeGuard
 
-# Where a hook finds its installed bundle when --bundle-root is not given: the name seed 001
-# gives the plugin install root (see bundle_contract/_manifest/_launch.py, PLUGIN_ROOT_ENV).
-PLUGIN_ROOT_VARIABLE = "BUNDLE_PLUGIN_ROOT"
+# Where a hook finds its installed bundle when --bundle-root is not given (runtime.toml).
+PLUGIN_ROOT_VARIABLE = runtime.PLUGIN_ROOT_VARIABLE
 
 # The two loopback origins the seed admits (Authentication 3), with the address to connect to.
 LOOPBACK_PREFIXES = (("http://127.0.0.1:", "127.0.0.1"), ("http://[::1]:", "::1"))

@@ -11,10 +11,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from bundle_contract._generated import runtime
 from bundle_contract._generated.errors import PathTokenUnknown
 from bundle_contract._models import Model
 
-PLUGIN_ROOT_ENV = "BUNDLE_PLUGIN_ROOT"
+PLUGIN_ROOT_ENV = runtime.PLUGIN_ROOT_VARIABLE  # runtime.toml, role plugin-root
 TOKEN_PREFIX = "bundle:path:"
 # A token ends at the end of the string, a "/" or any character that cannot continue a name,
 # so "bundle:path:plugin-root/bin/x" and "--dir=bundle:path:plugin-data" both resolve.
