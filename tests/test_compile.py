@@ -29,7 +29,7 @@ from bundle_contract._compile import (
     compile_validators,
     generate_module,
 )
-from bundle_contract._schemas import ReferenceValidator
+from bundle_contract._schemas import ReferenceValidator, reference_validator
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = "https://example.com/schemas/"
@@ -837,3 +837,12 @@ def test_patterns_anchor_like_ecma_262(pattern: str, text: str, matches: bool) -
     compiled = compile_validators({"p": schema}, lambda uri: {})["p"]
     assert compiled.is_valid(text) is matches
     assert ReferenceValidator(schema).is_valid(text) is matches
+
+
+def test_resources_reached_through_a_ref_anchor_like_ecma_262_too() -> None:
+    # jsonschema picks a `$ref` target's validator class by its `$schema`: with it, the
+    # reference validator checked every resource with the stock class, Python's `$` included.
+    assert not reference_validator("ServerUrl.json").is_valid("http://127.0.0.1:1\n")
+    ready = {"url": "http://127.0.0.1:1", "session": "abc", "pid": 1}
+    assert reference_validator("ReadyFile.json").is_valid(ready)
+    assert not reference_validator("ReadyFile.json").is_valid({**ready, "url": ready["url"] + "\n"})
