@@ -9,8 +9,9 @@ stops. On 2 cores the receiver shares the machine with the child, the kernel's t
 the sender: a client parsing with http.client as it went cost the stream ~15% (0.70-0.74x of
 raw for the same server, against 0.56-0.64x with that client).
 
-- raw: this process spawns it on a PTY (ptyprocess) and reads the master fd with `os.read` in a
-  tight loop (select for readability): the ceiling, what the kernel's PTY gives one reader;
+- raw: this process spawns it on a PTY (ptyprocess) and reads the master fd (blocking) with
+  `os.readv` into one preallocated buffer in a tight loop: the ceiling, what the kernel's PTY
+  gives one reader;
 - pipe: the bare pipeline the stream stands on, without HTTP, SSE framing or a server: a
   separate process reads the same PTY with one select loop, base64-encodes each read as it
   arrives (as the server does) and sends what it gathered over loopback TCP to this process,
@@ -68,32 +69,33 @@ def make_file(directory: Path, size: int) -> Path:
 
 
 def raw_read(path: Path, size: int) -> tuple[float, str]:
-    """Seconds from first to last byte of `cat path` read straight from the PTY master; the
-    digest is taken after the clock stops (as for the stream)."""
+    """Seconds from first to last byte of `cat path` read straight from the PTY master (a
+    blocking fd) into one preallocated buffer, as the TCP receivers do; the digest is taken
+    after the clock stops."""
     import ptyprocess
 
     child = ptyprocess.PtyProcess.spawn([CAT, str(path)], dimensions=(24, 80))
     fd = child.fd
-    chunks: list[bytes] = []
+    buffer = bytearray(size)
+    view = memoryview(buffer)
     got = 0
     first = last = 0.0
     try:
         while got < size:
-            select.select([fd], [], [], 5)
             try:
-                data = os.read(fd, 65536)
-            except OSError:
+                count = os.readv(fd, [view[got:]])
+            except OSError:  # EIO: the child is gone
                 break
-            if not data:
+            if not count:
                 break
             last = time.perf_counter()
             if not got:
                 first = last
-            got += len(data)
-            chunks.append(data)
+            got += count
     finally:
+        view.release()
         child.close(force=True)
-    digest = hashlib.sha256(b"".join(chunks)).hexdigest()
+    digest = hashlib.sha256(buffer).hexdigest()
     return last - first, digest if got == size else "short"
 
 
@@ -270,6 +272,7 @@ def sse_read(server: Server, size: int) -> tuple[float, str, str]:
         f"{name}: {value}\r\n" for name, value in server.headers().items()
     )
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    sock.settimeout(None)  # blocking receives, like the pipeline's (a timeout adds a poll each)
     try:
         sock.sendall(request.encode() + b"\r\n")
         # The server closes the stream after its `end` event (or after `: lagged`).

@@ -56,7 +56,7 @@ LAGGED = b": lagged\n\n"
 # A batch this large means a flood (a full PTY read or more): pause before the next take so the
 # following chunks go out in one write and the engine stops waking us once per chunk. A lone
 # keystroke echo is far smaller and is never held back. The pause is far below what fills a
-# subscriber queue (`subscriber-queue` chunks of ~4 KiB: ~30 ms even at 150 MB/s).
+# subscriber queue (`subscriber-queue-bytes`, 4 MiB: ~30 ms even at 150 MB/s).
 FLOOD_BYTES = 4096
 FLOOD_PAUSE = 0.002
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import base64
 import threading
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from bundle_contract._spec import get_spec
 from bundle_server._pty._output import Chunk, Frame, OutputLog
+from bundle_server._pty._process import READ_SIZE
 from bundle_server._pty._session import COALESCE_BYTES
 
 reads = st.lists(st.binary(min_size=1, max_size=64), min_size=1, max_size=12)
@@ -29,13 +31,26 @@ def test_a_chunk_encodes_its_reads_as_one_text(parts: list[bytes]) -> None:
     assert all(b"=" not in piece for piece in frame.encoded[:-1])
 
 
-def test_a_lone_read_is_neither_copied_nor_split() -> None:
+@pytest.mark.parametrize("size", [4095, 4096, 4097])
+def test_a_lone_read_is_not_copied(size: int) -> None:
     chunk = Chunk()
-    data = b"x" * 4095
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
     chunk.add(data)
     frame = chunk.frame()
     assert frame.data is data
-    assert frame.encoded == (base64.b64encode(data),)
+    assert b"".join(frame.encoded) == base64.b64encode(data)
+
+
+def test_a_chunk_taken_twice_gives_the_same_frame() -> None:
+    chunk = Chunk()
+    chunk.add(b"abcd")
+    assert chunk.frame() == chunk.frame()
+
+
+def test_an_output_frame_without_its_text_is_refused() -> None:
+    # The stream writes the text only: such a frame would lose its bytes without a word.
+    with pytest.raises(ValueError, match="base64"):
+        Frame("output", data=b"lost")
 
 
 def log(capacity: int) -> OutputLog:
@@ -71,5 +86,7 @@ def test_an_empty_read_publishes_nothing() -> None:
 
 def test_a_live_output_event_is_never_larger_than_the_replay() -> None:
     # Each frame becomes one `output` event; a client's line buffer sized for the replay
-    # (`retained-output`) holds any of them.
-    assert get_spec().limit("retained-output")["maximum"] >= COALESCE_BYTES
+    # (`retained-output`) holds any of them. The reader reads while its chunk is under
+    # COALESCE_BYTES, and one read brings at most READ_SIZE.
+    largest = COALESCE_BYTES - 1 + READ_SIZE
+    assert largest <= get_spec().limit("retained-output")["maximum"]

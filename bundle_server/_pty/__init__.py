@@ -7,7 +7,8 @@ the theory of operation:
 
 - `_manager.py`: the registry, the active-session cap, close;
 - `_session.py`: one session, its greenlets, the terminate ladder;
-- `_output.py`: retained output (bytes) and bounded subscribers;
+- `_output.py`: retained output, output frames with their base64 (`Chunk`), bounded
+  subscribers;
 - `_process.py`: the child on its PTY, reaping, finding what it left behind;
 - `_hosts.py`: host availability and executable resolution;
 - `_engine.py`: the thread and gevent hub the sessions' I/O runs in.

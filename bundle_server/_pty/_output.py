@@ -19,7 +19,9 @@ Theory of operation:
   reads (`Chunk`), not by each subscriber: a flood costs one encoding however many streams
   watch it, and the encoding of each PTY read overlaps the kernel's refill of the next one
   (encoding a gathered 64 KiB chunk at once was a ~160 us stall of the reader per chunk, in
-  which the PTY filled up and the child stopped writing; see bench/bench_pty_stream.py).
+  which the PTY filled up and the child stopped writing; see bench/bench_pty_stream.py). A
+  queued frame holds its bytes and their text (7/3 of the bytes), shared by every subscriber
+  that queued it; `subscriber-queue-bytes` counts the bytes.
 - `wake` is called, under the lock, when a subscriber's queue goes from empty to non-empty
   and when it is cut or ended. It must not block: the HTTP layer passes `GreenWaker.wake` (a
   libev async send, safe from the engine thread).
@@ -55,6 +57,12 @@ class Frame:
     session: Record = field(default_factory=dict)
     encoded: tuple[bytes, ...] = ()
 
+    def __post_init__(self) -> None:
+        # The stream writes `encoded`, never `data`: an output frame without it would lose
+        # its bytes silently. Output frames come from `Frame.output` or `Chunk.frame`.
+        if self.data and not self.encoded:
+            raise ValueError("an output frame needs its base64 text")
+
     @classmethod
     def output(cls, data: bytes) -> Frame:
         return cls("output", data=data, encoded=(base64(data),))
@@ -85,6 +93,7 @@ class Chunk:
     def frame(self) -> Frame:
         if self._carry:
             self._encoded.append(base64(self._carry))
+            self._carry = b""
         reads = self._reads
         data = reads[0] if len(reads) == 1 else b"".join(reads)
         return Frame("output", data=data, encoded=tuple(self._encoded))

@@ -293,9 +293,10 @@ class Session:
                     continue
                 if not data:
                     return
-                # A PTY hands out at most a few KiB per read; what is already waiting is taken
-                # now and published as one chunk, so a flood costs one lock, frame and wake per
-                # COALESCE_BYTES instead of per read. A lone keystroke echo still goes at once.
+                # A read returns what the tty has moved to the master (a few KiB, a few tens of
+                # KiB at most under a flood); what is already waiting is taken now and published
+                # as one chunk, so a flood costs one lock, frame and wake per COALESCE_BYTES
+                # instead of per read. A lone keystroke echo still goes at once.
                 chunk = Chunk()
                 chunk.add(data)
                 budget = COALESCE_BYTES if self._engine.readers == 1 else SHARED_COALESCE_BYTES
