@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,33 +71,24 @@ def make_file(directory: Path, size: int) -> Path:
 
 def raw_read(path: Path, size: int) -> tuple[float, str]:
     """Seconds from first to last byte of `cat path` read straight from the PTY master (a
-    blocking fd) into one preallocated buffer, as the TCP receivers do; the digest is taken
-    after the clock stops."""
+    blocking fd) by the same timed loop as the TCP receivers; the digest is taken after the
+    clock stops."""
     import ptyprocess
 
     child = ptyprocess.PtyProcess.spawn([CAT, str(path)], dimensions=(24, 80))
-    fd = child.fd
-    buffer = bytearray(size)
-    view = memoryview(buffer)
-    got = 0
-    first = last = 0.0
+
+    def read_into(view: memoryview) -> int:
+        try:
+            return os.readv(child.fd, [view])
+        except OSError:  # EIO: the child is gone and everything was read
+            return 0
+
     try:
-        while got < size:
-            try:
-                count = os.readv(fd, [view[got:]])
-            except OSError:  # EIO: the child is gone
-                break
-            if not count:
-                break
-            last = time.perf_counter()
-            if not got:
-                first = last
-            got += count
+        seconds, received = receive_timed(read_into, size)
     finally:
-        view.release()
         child.close(force=True)
-    digest = hashlib.sha256(buffer).hexdigest()
-    return last - first, digest if got == size else "short"
+    digest = hashlib.sha256(received).hexdigest()
+    return seconds, digest if len(received) == size else "short"
 
 
 # --- the bare pipeline: PTY -> base64 -> TCP, no HTTP, no server ---
@@ -145,10 +137,10 @@ def pipe_serve(path: str, port: str) -> None:
     child.close(force=True)
 
 
-def receive_timed(sock: socket.socket, expected: int) -> tuple[float, bytes]:
-    """Everything `sock` receives until the peer closes; seconds from first to last byte.
-    Received into one preallocated buffer (`expected` bytes, grown if need be): the receiving
-    side allocates and copies nothing more while it is timed."""
+def receive_timed(read_into: Callable[[memoryview], int], expected: int) -> tuple[float, bytes]:
+    """Everything `read_into` (a `recv_into`) delivers until it returns 0; seconds from first
+    to last byte. Received into one preallocated buffer (`expected` bytes, grown if need be):
+    the receiving side allocates and copies nothing more while it is timed."""
     buffer = bytearray(expected)
     view = memoryview(buffer)
     got = 0
@@ -158,7 +150,7 @@ def receive_timed(sock: socket.socket, expected: int) -> tuple[float, bytes]:
             view.release()
             buffer.extend(bytes(len(buffer)))
             view = memoryview(buffer)
-        count = sock.recv_into(view[got:])
+        count = read_into(view[got:])
         if not count:
             break
         last = time.perf_counter()
@@ -183,7 +175,7 @@ def pipe_read(path: Path, size: int) -> tuple[float, str]:
     )
     conn, _ = listener.accept()
     try:
-        seconds, received = receive_timed(conn, base64_bound(size))
+        seconds, received = receive_timed(conn.recv_into, base64_bound(size))
     finally:
         conn.close()
         listener.close()
@@ -276,7 +268,7 @@ def sse_read(server: Server, size: int) -> tuple[float, str, str]:
     try:
         sock.sendall(request.encode() + b"\r\n")
         # The server closes the stream after its `end` event (or after `: lagged`).
-        seconds, received = receive_timed(sock, base64_bound(size))
+        seconds, received = receive_timed(sock.recv_into, base64_bound(size))
     finally:
         sock.close()
     head, _, payload = received.partition(b"\r\n\r\n")

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import time
-from base64 import b64encode
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -67,13 +66,9 @@ def session_event(event: str, session: Mapping[str, Any]) -> bytes:
     return b"event: " + event.encode("ascii") + b"\ndata: " + data.encode("utf-8") + b"\n\n"
 
 
+# `event: output` with `{"data": "<base64>"}` (the alphabet needs no JSON escaping).
 OUTPUT_HEAD = b'event: output\ndata: {"data":"'
 OUTPUT_TAIL = b'"}\n\n'
-
-
-def output_event(encoded: bytes) -> bytes:
-    """`event: output` with `{"data": "<base64>"}` (the alphabet needs no JSON escaping)."""
-    return OUTPUT_HEAD + encoded + OUTPUT_TAIL
 
 
 def encode_batch(frames: list[Frame]) -> bytes:
@@ -120,7 +115,7 @@ def _events(
     waker: GreenWaker,
     keepalive: float,
 ) -> Iterator[bytes]:
-    yield session_event("state", replay.session) + output_event(b64encode(replay.output))
+    yield session_event("state", replay.session) + encode_batch([Frame.output(replay.output)])
     due = time.monotonic() + keepalive
     while True:
         try:

@@ -113,6 +113,14 @@ def test_schema_with_wrong_id_is_refused(spec_copy: Path) -> None:
         load_spec(spec_copy)
 
 
+def test_schema_of_another_dialect_is_refused(spec_copy: Path) -> None:
+    path = spec_copy / "schemas" / "SessionToken.json"
+    text = path.read_text().replace("draft/2020-12/schema", "draft-07/schema#")
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecError, match=r"schemas/SessionToken.json: \$schema must be"):
+        load_spec(spec_copy)
+
+
 def test_spec_root_is_the_checkout_or_the_package() -> None:
     root = spec_root()
     assert (root / "routes.toml").is_file()

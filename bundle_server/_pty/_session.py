@@ -11,11 +11,11 @@ Theory of operation:
   under it, so a caller in another thread can never touch a closed (or reused) descriptor.
 - Output. The reader waits for readability on one io watcher and reads the non-blocking master
   with `os.read`; every chunk, base64-encoded read by read as it is gathered (`Chunk`), goes to
-  the ring and the subscribers (`_output.py`). After each chunk it waits on the watcher
-  again, so the loop polls before the next chunk and a flooding session gets one chunk per
-  loop iteration; a chunk is what is already waiting, up to
-  `COALESCE_BYTES` when the session reads alone, one read while other sessions read too. EIO (or
-  EOF) means every holder of the slave closed it: the reader stops and pokes the supervisor.
+  the ring and the subscribers (`_output.py`). After each chunk it waits on the watcher again,
+  so the loop polls before the next chunk and a flooding session gets one chunk per loop
+  iteration; a chunk is what is already waiting, up to `COALESCE_BYTES` when the session reads
+  alone, one read while other sessions read too. EIO (or EOF) means every holder of the slave
+  closed it: the reader stops and pokes the supervisor.
 - Input. `write` tries one non-blocking `os.write` right away; what the PTY does not take
   (a child that stopped reading fills the tty's buffer) is kept in a pending buffer of at
   most `pending_bound` bytes (spec limit `session-pending-input`), flushed by a writer
