@@ -38,7 +38,7 @@ YES = "/usr/bin/yes"
 
 def serve(root: str) -> None:
     sys.path.insert(0, str(ROOT))
-    import bundle_server._sessions  # noqa: F401  (registers the session routes)
+    import bundle_server.sessions.handlers  # noqa: F401  (registers the session routes)
     from bundle_server import start_dev_server
 
     hosts = {

@@ -190,7 +190,7 @@ def pipe_read(path: Path, size: int) -> tuple[float, str]:
 
 def serve(root: str, path: str) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    import bundle_server._sessions  # noqa: F401  (registers the session routes)
+    import bundle_server.sessions.handlers  # noqa: F401  (registers the session routes)
     from bundle_server import start_dev_server
 
     server = start_dev_server(

@@ -31,19 +31,19 @@ from urllib.parse import urlencode
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import validate
-from bundle_server._app import BundleApp, create_app
-from bundle_server._endpoint_file import (
+from bundle_server._http.app import BundleApp, create_app
+from bundle_server._http.guard import new_token
+from bundle_server._http.shell import LoopbackShell
+from bundle_server._project_config import host_overrides, read_project_config
+from bundle_server.logs.hub import LogBridge, LogHub
+from bundle_server.receipts.endpoint_file import (
     remove_receipt_endpoint,
     write_receipt_endpoint,
 )
-from bundle_server._guard import new_token
-from bundle_server._log_hub import LogBridge, LogHub
-from bundle_server._project_config import host_overrides, read_project_config
-from bundle_server._pty import SessionManager
-from bundle_server._pty._engine import Engine
-from bundle_server._shell import LoopbackShell
-from bundle_server._trace_hub import TraceHub
-from bundle_server._workbench import token_parameter
+from bundle_server.sessions.pty import SessionManager
+from bundle_server.sessions.pty._engine import Engine
+from bundle_server.trace.hub import TraceHub
+from bundle_server.workbench.handlers import token_parameter
 
 HOST = "127.0.0.1"
 # The route a browser opens first; its query parameter typed SessionToken carries the session.
@@ -169,7 +169,7 @@ class DevServer:
             opener(self.workbench_url)
 
     def _shell_engine(self) -> Engine:
-        # The sessions' I/O runs in the shell's own hub (see `_pty/_engine.py` for why);
+        # The sessions' I/O runs in the shell's own hub (see `sessions/pty/_engine.py` for why);
         # `close()` ends every session before it stops the shell.
         assert self._shell is not None and self._shell.thread is not None
         return Engine.borrow(self._shell.loop, self._shell.thread)

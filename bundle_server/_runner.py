@@ -25,7 +25,7 @@ from typing import NoReturn
 from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import ConfigInvalid
 from bundle_server._dev_server import start_dev_server, start_options
-from bundle_server._endpoint_file import remove_ready_file, write_ready_file
+from bundle_server.receipts.endpoint_file import remove_ready_file, write_ready_file
 
 log = logging.getLogger("bundle_server.runner")
 

@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from bundle_server._app import create_app
-from bundle_server._log_hub import LogBridge, LogHub
-from bundle_server._shell import LoopbackShell
-from bundle_server._trace_hub import TraceHub
+from bundle_server._http.app import create_app
+from bundle_server._http.shell import LoopbackShell
+from bundle_server.logs.hub import LogBridge, LogHub
+from bundle_server.trace.hub import TraceHub
 from conformance import Report, Status, Target, run
 
 SESSION = "s" * 43

@@ -18,11 +18,11 @@ from typing import Any
 
 from bundle_contract._schemas import reference_validator
 from bundle_server import create_app
-from bundle_server._log_hub import LogBridge, LogHub
-from bundle_server._pty import SessionManager
-from bundle_server._routing import Handler
-from bundle_server._shell import LoopbackShell
-from bundle_server._trace_hub import TraceHub
+from bundle_server._http.routing import Handler
+from bundle_server._http.shell import LoopbackShell
+from bundle_server.logs.hub import LogBridge, LogHub
+from bundle_server.sessions.pty import SessionManager
+from bundle_server.trace.hub import TraceHub
 
 TOKEN = "t" * 43
 RECEIPT_TOKEN = "r" * 43

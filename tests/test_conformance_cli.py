@@ -20,8 +20,8 @@ import pytest
 from _kit import RECEIPT, SESSION, serve
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from bundle_server._app import create_app
-from bundle_server._trace_hub import TraceHub
+from bundle_server._http.app import create_app
+from bundle_server.trace.hub import TraceHub
 from conformance import Target
 from conformance._cli import main
 from conformance._expect import requirements

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from _kit import describe
 
-import bundle_server._sessions  # noqa: F401  (registers the session handlers until _app does)
-from bundle_server._app import create_app
-from bundle_server._pty import SessionManager
-from bundle_server._shell import LoopbackShell
-from bundle_server._trace_hub import TraceHub
+import bundle_server.sessions.handlers  # noqa: F401  (registers the session handlers until the app module does)
+from bundle_server._http.app import create_app
+from bundle_server._http.shell import LoopbackShell
+from bundle_server.sessions.pty import SessionManager
+from bundle_server.trace.hub import TraceHub
 from conformance import Report, Status, Target, registered, run
 from conformance._expect import route
 from conformance.checks.sessions import session_hosts, sessionless_host

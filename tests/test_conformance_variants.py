@@ -12,7 +12,7 @@ from typing import Any
 
 from _kit import SESSION, describe, failing, run_kit, serve
 
-from bundle_server._trace_hub import TraceHub
+from bundle_server.trace.hub import TraceHub
 from conformance import Report, Status
 from conformance._expect import route, session_header
 

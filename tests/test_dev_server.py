@@ -21,7 +21,7 @@ from bundle_contract._error_bases import ContractError
 from bundle_contract._schemas import reference_validator
 from bundle_contract._spec import get_spec
 from bundle_server import DevServer, start_dev_server
-from bundle_server._endpoint_file import receipt_endpoint_path
+from bundle_server.receipts.endpoint_file import receipt_endpoint_path
 
 RECEIPT_FILE = get_spec().file("receipt-endpoint")
 

@@ -10,7 +10,7 @@ from bundle_contract._generated.errors import (
     SessionRequired,
     UnsupportedMediaType,
 )
-from bundle_server._guard import (
+from bundle_server._http.guard import (
     check_host,
     check_json_media_type,
     check_origin,

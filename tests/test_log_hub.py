@@ -9,8 +9,8 @@ import pytest
 
 from bundle_contract._schemas import reference_validator
 from bundle_contract._spec import get_spec
-from bundle_server._log_hub import LogBridge, LogHub, browser_safe, context_keys
-from bundle_server._trace_hub import TraceHub
+from bundle_server.logs.hub import LogBridge, LogHub, browser_safe, context_keys
+from bundle_server.trace.hub import TraceHub
 
 LIMIT = get_spec().limit("log-message")["maximum"]
 

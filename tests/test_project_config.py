@@ -23,7 +23,7 @@ from bundle_contract._generated.errors import ConfigInvalid
 from bundle_contract._schemas import reference_validator
 from bundle_contract._spec import get_spec
 from bundle_server import DevServer, start_dev_server
-from bundle_server._endpoint_file import receipt_endpoint_path
+from bundle_server.receipts.endpoint_file import receipt_endpoint_path
 
 CONFIG_NAME = get_spec().file("project-config")["path"]
 CONFIG_MAX = get_spec().limit("project-config-bytes")["maximum"]

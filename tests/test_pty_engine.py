@@ -1,5 +1,5 @@
-"""The PTY engine of host sessions (bundle_server._pty), driven from greenlets of this thread's
-gevent hub (nothing is monkey patched) against tests/fake_host.py."""
+"""The PTY engine of host sessions (bundle_server.sessions.pty), driven from greenlets of this
+thread's gevent hub (nothing is monkey patched) against tests/fake_host.py."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from fake_host import host, pattern
 from bundle_contract._generated.errors import ERRORS
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import validate
-from bundle_server._pty import Frame, SessionManager
-from bundle_server._pty import _process as process_module
-from bundle_server._sequenced import SubscriberLagged
-from bundle_server._streams import GreenWaker
+from bundle_server._streams.ndjson import GreenWaker
+from bundle_server._streams.sequenced import SubscriberLagged
+from bundle_server.sessions.pty import Frame, SessionManager
+from bundle_server.sessions.pty import _process as process_module
 
 GRACE = 0.3  # a short terminate grace keeps the ladder tests quick
 ACTIVE_MAX = get_spec().limit("active-sessions")["maximum"]
@@ -336,7 +336,7 @@ def test_missing_executable_and_missing_pty_library(
     assert {h["host"]: h["launchable"] for h in bare.hosts()}["host_a"] is False
     working = make("sleep")
     monkeypatch.setattr(process_module, "load_ptyprocess", lambda: None)
-    monkeypatch.setattr("bundle_server._pty._hosts.load_ptyprocess", lambda: None)
+    monkeypatch.setattr("bundle_server.sessions.pty._hosts.load_ptyprocess", lambda: None)
     with pytest.raises(ERRORS["AB8260"]):
         working.create("host_a", cols=80, rows=24)
     hosts = {h["host"]: h for h in working.hosts()}
@@ -507,7 +507,7 @@ def test_input_to_a_child_that_stopped_reading_never_blocks_the_hub(
 
 
 def test_session_ids() -> None:
-    from bundle_server._pty import new_session_id
+    from bundle_server.sessions.pty import new_session_id
 
     ids = {new_session_id() for _ in range(1000)}
     assert len(ids) == 1000
@@ -519,7 +519,7 @@ def test_entries_published_to_the_real_trace_hub_validate(
 ) -> None:
     import functools
 
-    from bundle_server._trace_hub import TraceHub
+    from bundle_server.trace.hub import TraceHub
 
     hub = TraceHub()
     manager = make("exit:0", publish=functools.partial(hub.publish, "session"))

@@ -13,8 +13,8 @@ import gevent
 from fake_host import host
 
 from bundle_contract._spec import get_spec
-from bundle_server._pty import SessionManager
-from bundle_server._streams import GreenWaker
+from bundle_server._streams.ndjson import GreenWaker
+from bundle_server.sessions.pty import SessionManager
 
 ACTIVE_MAX = get_spec().limit("active-sessions")["maximum"]
 CYCLES = 200  # in rounds of as many concurrent sessions as may be active

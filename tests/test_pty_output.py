@@ -1,5 +1,5 @@
-"""The output ring and the frames of one session (`bundle_server/_pty/_output.py`), unit level:
-what the stream tests check end to end, here over every chunking hypothesis finds."""
+"""The output ring and the frames of one session (`bundle_server/sessions/pty/_output.py`), unit
+level: what the stream tests check end to end, here over every chunking hypothesis finds."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bundle_contract._spec import get_spec
-from bundle_server._pty._output import Chunk, Frame, OutputLog
-from bundle_server._pty._process import READ_SIZE
-from bundle_server._pty._session import COALESCE_BYTES
+from bundle_server.sessions.pty._output import Chunk, Frame, OutputLog
+from bundle_server.sessions.pty._process import READ_SIZE
+from bundle_server.sessions.pty._session import COALESCE_BYTES
 
 reads = st.lists(st.binary(min_size=1, max_size=64), min_size=1, max_size=12)
 

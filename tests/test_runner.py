@@ -18,7 +18,7 @@ import pytest
 
 from bundle_contract._schemas import reference_validator
 from bundle_contract._spec import get_spec
-from bundle_server._endpoint_file import receipt_endpoint_path
+from bundle_server.receipts.endpoint_file import receipt_endpoint_path
 
 STARTUP = 20.0
 

@@ -19,9 +19,9 @@ from bundle_contract._openapi import openapi_document
 from bundle_contract._schemas import reference_validator
 from bundle_contract._spec import get_spec
 from bundle_server import complete_groups, create_app, unhandled_routes, unknown_handlers
-from bundle_server._app import INTERNAL_ERROR, SECURITY_HEADERS
-from bundle_server._routing import HANDLERS, Call, Reply
-from bundle_server._trace_hub import TraceHub
+from bundle_server._http.app import INTERNAL_ERROR, SECURITY_HEADERS
+from bundle_server._http.routing import HANDLERS, Call, Reply
+from bundle_server.trace.hub import TraceHub
 
 RETENTION = 4
 DELIVERED_GROUPS = {"workbench", "trace", "logs", "receipts", "sessions"}
@@ -99,7 +99,7 @@ def test_create_app_refuses_unknown_and_unguarded_routes(monkeypatch: pytest.Mon
     with pytest.raises(ValueError, match=r"nope\.route"):
         create_app(port=1, session_token=TOKEN, hub=hub, handlers={"nope.route": echo})
     # An auth class routes.toml might gain without a guard here must never be served.
-    monkeypatch.setattr("bundle_server._app.GUARDED_AUTH", ("browser", "bootstrap"))
+    monkeypatch.setattr("bundle_server._http.app.GUARDED_AUTH", ("browser", "bootstrap"))
     with pytest.raises(ValueError, match=r"trace\.receipts"):
         create_app(port=1, session_token=TOKEN, hub=hub, handlers={"trace.receipts": echo})
     monkeypatch.undo()

@@ -14,9 +14,9 @@ from werkzeug.test import Client
 
 from bundle_contract._spec import get_spec
 from bundle_server import create_app
-from bundle_server._guard import check_peer
-from bundle_server._receipts import receipt_entries
-from bundle_server._trace_hub import TraceHub
+from bundle_server._http.guard import check_peer
+from bundle_server.receipts.entries import receipt_entries
+from bundle_server.trace.hub import TraceHub
 
 PATH = "/api/trace/receipts"
 EXECUTION = {

@@ -23,13 +23,13 @@ from _live import TOKEN, serve, stalled_reader
 from _live import Response as Reply
 from fake_host import host, pattern
 
-import bundle_server._sessions  # noqa: F401  (registers the session handlers until _app does)
+import bundle_server.sessions.handlers  # noqa: F401  (registers the session handlers until the app module does)
 from bundle_contract._schemas import reference_validator
 from bundle_contract._spec import get_spec
 from bundle_server import DevServer, start_dev_server
-from bundle_server._pty import Frame, SessionManager
-from bundle_server._sse import encode_batch
-from bundle_server._trace_hub import TraceHub
+from bundle_server.sessions.pty import Frame, SessionManager
+from bundle_server.sessions.sse import encode_batch
+from bundle_server.trace.hub import TraceHub
 
 RETAINED = get_spec().limit("retained-output")["maximum"]
 INPUT_MAX = get_spec().limit("session-input")["maximum"]

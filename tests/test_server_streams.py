@@ -13,8 +13,8 @@ import pytest
 from _live import Server, Stream, serve, wait_for
 
 from bundle_contract._schemas import reference_validator
-from bundle_server._log_hub import LogHub
-from bundle_server._trace_hub import TraceHub
+from bundle_server.logs.hub import LogHub
+from bundle_server.trace.hub import TraceHub
 
 KEEPALIVE = 0.2
 

@@ -21,8 +21,8 @@ import pytest
 
 from bundle_contract._schemas import reference_validator
 from bundle_contract._spec import get_spec
-from bundle_server._app import SECURITY_HEADERS
-from bundle_server._shell import LoopbackShell, bind_loopback
+from bundle_server._http.app import SECURITY_HEADERS
+from bundle_server._http.shell import LoopbackShell, bind_loopback
 
 HEADER_TIMEOUT = 0.5
 # Far above the header timeout, far below anything a test should take.

@@ -14,7 +14,7 @@ from bundle_contract._generated.errors import (
     TraceUnavailable,
 )
 from bundle_contract._schemas import reference_validator
-from bundle_server._trace_hub import SubscriberLagged, TraceHub, parse_cursor
+from bundle_server.trace.hub import SubscriberLagged, TraceHub, parse_cursor
 
 
 def fill(hub: TraceHub, count: int) -> None:

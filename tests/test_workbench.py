@@ -11,7 +11,7 @@ from http.cookies import SimpleCookie
 import pytest
 from _live import TOKEN, Server, serve
 
-from bundle_server._trace_hub import TraceHub
+from bundle_server.trace.hub import TraceHub
 
 
 @pytest.fixture(scope="module")

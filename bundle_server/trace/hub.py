@@ -16,7 +16,7 @@ from bundle_contract._generated.errors import ModelInvalid
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import compiled_is_valid, validate
-from bundle_server._sequenced import (
+from bundle_server._streams.sequenced import (
     SequencedHub,
     SubscriberLagged,
     Subscription,

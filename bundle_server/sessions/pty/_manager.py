@@ -49,11 +49,11 @@ from bundle_contract._generated.errors import (
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_contract._states import state_machine
-from bundle_server._pty._engine import Engine, pause, wait_for
-from bundle_server._pty._hosts import Overrides, availability, resolve
-from bundle_server._pty._output import OutputSubscription
-from bundle_server._pty._process import PtyChild, enable_subreaper, require_ptyprocess
-from bundle_server._pty._session import (
+from bundle_server.sessions.pty._engine import Engine, pause, wait_for
+from bundle_server.sessions.pty._hosts import Overrides, availability, resolve
+from bundle_server.sessions.pty._output import OutputSubscription
+from bundle_server.sessions.pty._process import PtyChild, enable_subreaper, require_ptyprocess
+from bundle_server.sessions.pty._session import (
     KILL_WAIT_SECONDS,
     Publish,
     Session,

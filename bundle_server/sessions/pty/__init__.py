@@ -26,10 +26,10 @@ Serving a session stream (seed 000, "Host-session stream") from a request greenl
     finally: subscription.cancel(); waker.close()
 """
 
-from bundle_server._pty._hosts import availability, host_kinds
-from bundle_server._pty._manager import SessionManager, new_session_id, utf8
-from bundle_server._pty._output import Frame, OutputSubscription
-from bundle_server._pty._session import SessionReplay
+from bundle_server.sessions.pty._hosts import availability, host_kinds
+from bundle_server.sessions.pty._manager import SessionManager, new_session_id, utf8
+from bundle_server.sessions.pty._output import Frame, OutputSubscription
+from bundle_server.sessions.pty._session import SessionReplay
 
 __all__ = [
     "Frame",

@@ -55,9 +55,9 @@ from gevent.socket import wait_write
 from bundle_contract._generated.errors import MalformedSessionRequest
 from bundle_contract._project import utc_timestamp
 from bundle_contract._states import state_machine
-from bundle_server._pty._engine import Engine, wait_for
-from bundle_server._pty._output import Chunk, Frame, OutputLog, OutputSubscription
-from bundle_server._pty._process import (
+from bundle_server.sessions.pty._engine import Engine, wait_for
+from bundle_server.sessions.pty._output import Chunk, Frame, OutputLog, OutputSubscription
+from bundle_server.sessions.pty._process import (
     ExitStatus,
     Member,
     PtyChild,

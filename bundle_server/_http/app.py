@@ -5,7 +5,7 @@ werkzeug's in tests, runs it):
 
 1. Match the path and method against the map of routes that have a handler. An unknown path
    is BX1001 (404), a known path with another method BX1002 (405, with `Allow`).
-2. Build the handler's `Call` from the row (`_request`): guard by auth class, path and query
+2. Build the handler's `Call` from the row (`request`): guard by auth class, path and query
    parameters, then the JSON body when the row names a `request` schema.
 3. Render the handler's value as JSON (the row's only success status, or the `Reply`'s).
 4. Any `ContractError` becomes its status and envelope; anything else a logged 500 with a
@@ -26,13 +26,16 @@ from typing import TYPE_CHECKING, Any
 from werkzeug import exceptions as http
 from werkzeug.wrappers import Request, Response
 
-import bundle_server._handlers  # (registers the API handlers)
-import bundle_server._sessions  # (registers the host-session handlers)
-import bundle_server._workbench  # noqa: F401  (registers the Workbench page handlers)
+# Each route group's handlers register themselves by route id on import: one import per group.
+import bundle_server.logs.handlers
+import bundle_server.receipts.handlers
+import bundle_server.sessions.handlers
+import bundle_server.trace.handlers
+import bundle_server.workbench.handlers  # noqa: F401
 from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import InternalError, MethodNotAllowed, RouteNotFound
 from bundle_contract._spec import get_spec
-from bundle_server._request import (
+from bundle_server._http.request import (
     GUARDED_AUTH,
     Secrets,
     guard,
@@ -42,8 +45,8 @@ from bundle_server._request import (
     query_values,
     request_error,
 )
-from bundle_server._responses import response_checker
-from bundle_server._routing import (
+from bundle_server._http.responses import response_checker
+from bundle_server._http.routing import (
     HANDLERS,
     Call,
     Encoded,
@@ -57,9 +60,9 @@ from bundle_server._routing import (
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
-    from bundle_server._log_hub import LogHub
-    from bundle_server._pty import SessionManager
-    from bundle_server._trace_hub import TraceHub
+    from bundle_server.logs.hub import LogHub
+    from bundle_server.sessions.pty import SessionManager
+    from bundle_server.trace.hub import TraceHub
 
 log = logging.getLogger("bundle_server")
 
@@ -201,7 +204,7 @@ class BundleApp:
             response.headers[name] = value
         response.headers.pop("Access-Control-Allow-Origin", None)
         # Returned as it is, not through iter(): the server must see the body's own `close`,
-        # which is what releases a stream's subscription (see `_streams.StreamBody`).
+        # which is what releases a stream's subscription (see `_streams.ndjson.StreamBody`).
         return response(environ, start_response)
 
     def dispatch(self, request: Request) -> Response | Wire:
@@ -289,8 +292,8 @@ def create_app(
     mismatch is a logged 500, never sent). Raises ValueError for a handler without a route
     row or a route whose auth class has no guard yet.
     """
-    from bundle_server._guard import new_token
-    from bundle_server._log_hub import LogHub
+    from bundle_server._http.guard import new_token
+    from bundle_server.logs.hub import LogHub
 
     return BundleApp(
         port=port,

@@ -43,9 +43,9 @@ from typing import Any
 import gevent
 from werkzeug.wrappers import Response
 
-from bundle_server._pty import Frame, OutputSubscription, SessionReplay
-from bundle_server._sequenced import SubscriberLagged
-from bundle_server._streams import GreenWaker, StreamBody
+from bundle_server._streams.ndjson import GreenWaker, StreamBody
+from bundle_server._streams.sequenced import SubscriberLagged
+from bundle_server.sessions.pty import Frame, OutputSubscription, SessionReplay
 
 EVENT_STREAM = "text/event-stream"
 KEEPALIVE = b": keep-alive\n\n"

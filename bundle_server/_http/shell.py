@@ -111,7 +111,7 @@ def raw_error_response(error: ContractError) -> bytes:
     Used where pywsgi answers before the app runs (bad request heads): same envelope and
     security headers as the app's own errors.
     """
-    from bundle_server._app import JSON_HEADERS, SECURITY_HEADERS, encode_json, status_line
+    from bundle_server._http.app import JSON_HEADERS, SECURITY_HEADERS, encode_json, status_line
 
     body = encode_json(error.to_envelope())
     lines = [

@@ -1,7 +1,7 @@
 """Turning a matched request into a handler's `Call`: guard, path, query, body, per the row.
 
 Theory of operation: every check reads its rule from the route row and raises the error class
-routes.toml names for it; the WSGI shell (`_app`) renders whatever is raised.
+routes.toml names for it; the WSGI shell (`app`) renders whatever is raised.
 
 - Guard by the route's auth class (`GUARDS`): `browser` (Host, Origin, session header or
   cookie), `receipt` (Host, no Origin, loopback peer, bearer token) and `bootstrap` (Host
@@ -31,7 +31,7 @@ from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import ERRORS, InvalidRequest, PayloadTooLarge
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import validate
-from bundle_server._guard import (
+from bundle_server._http.guard import (
     check_host,
     check_json_media_type,
     check_no_origin,
@@ -40,8 +40,8 @@ from bundle_server._guard import (
     check_receipt_token,
     check_session,
 )
-from bundle_server._routing import Route, auth_row, session_cookie
-from bundle_server._sequenced import parse_cursor
+from bundle_server._http.routing import Route, auth_row, session_cookie
+from bundle_server._streams.sequenced import parse_cursor
 
 INTEGER = re.compile(r"-?[0-9]{1,20}")
 READ_CHUNK = 65536

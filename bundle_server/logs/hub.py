@@ -24,8 +24,8 @@ from urllib.parse import quote
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec, plain
 from bundle_contract._validation import validate
-from bundle_server._sequenced import Record, SequencedHub
-from bundle_server._trace_hub import TraceHub
+from bundle_server._streams.sequenced import Record, SequencedHub
+from bundle_server.trace.hub import TraceHub
 
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # DevLogRecord levels by the lowest Python level they take (CRITICAL and custom levels fall

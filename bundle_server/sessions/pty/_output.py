@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bundle_contract._spec import get_spec
-from bundle_server._sequenced import SubscriberLagged
+from bundle_server._streams.sequenced import SubscriberLagged
 
 Record = Mapping[str, Any]
 

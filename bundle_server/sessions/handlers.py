@@ -10,7 +10,7 @@ input bound counted in bytes, dimensions, running-state checks). What is left he
 - no manager (an app built without one) or a closed one: AB8265 on every route;
 - text to bytes: input and prompt are UTF-8 encoded here. JSON can carry a lone surrogate
   (`"\\ud800"`), which is no UTF-8 text: AB8261, never a 500 from the encoder;
-- the stream: subscribe first (so its errors are plain responses), then `_sse.session_stream`.
+- the stream: subscribe first (so its errors are plain responses), then `sse.session_stream`.
 
 Blocking: terminate, restart and delete wait for the terminate ladder cooperatively (the
 engine's `pause` sleeps the request's greenlet), so the server's hub keeps serving.
@@ -25,10 +25,10 @@ from werkzeug.wrappers import Response
 
 from bundle_contract._generated.errors import SessionServiceUnavailable
 from bundle_contract._spec import get_spec
-from bundle_server._pty import SessionManager, utf8
-from bundle_server._routing import Call, Reply, handler
-from bundle_server._sse import session_stream
-from bundle_server._streams import GreenWaker
+from bundle_server._http.routing import Call, Reply, handler
+from bundle_server._streams.ndjson import GreenWaker
+from bundle_server.sessions.pty import SessionManager, utf8
+from bundle_server.sessions.sse import session_stream
 
 
 @cache

@@ -1,4 +1,5 @@
-"""The Workbench page and the session hand-over (routes `workbench.index`, `workbench.trace`).
+"""The Workbench page and the session hand-over (routes `workbench.index`, `workbench.trace`),
+and the OpenAPI description the page's API is described by (`workbench.openapi`).
 
 Token issuance (DESIGN.md): the runner prints `http://127.0.0.1:PORT/?session=TOKEN`. A GET of
 `/` with the right token sets the session cookie (HttpOnly, SameSite=Strict, Path=/, no Domain,
@@ -25,8 +26,9 @@ from typing import Any
 from werkzeug.wrappers import Response
 
 from bundle_contract._generated.errors import SessionRequired
-from bundle_server._guard import same_secret
-from bundle_server._routing import Call, handler, session_cookie
+from bundle_contract._openapi import openapi_document
+from bundle_server._http.guard import same_secret
+from bundle_server._http.routing import Call, handler, session_cookie
 
 INLINE = re.compile(r"<(script|style)>(.*?)</\1>", re.DOTALL)
 
@@ -34,7 +36,7 @@ INLINE = re.compile(r"<(script|style)>(.*?)</\1>", re.DOTALL)
 @cache
 def page() -> tuple[bytes, str]:
     """The page's bytes and its Content-Security-Policy."""
-    html = files("bundle_server").joinpath("_page/workbench.html").read_text("utf-8")
+    html = files("bundle_server.workbench").joinpath("page/workbench.html").read_text("utf-8")
     sources: dict[str, list[str]] = {"script": [], "style": []}
     for kind, body in INLINE.findall(html):
         digest = base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode()
@@ -90,3 +92,15 @@ def index(call: Call) -> Response:
 def trace_page(call: Call) -> Response:
     """`/trace?correlation=<value>`: the page, which filters the trace to that value."""
     return page_response()
+
+
+@handler("workbench.openapi")
+def openapi(call: Call) -> dict[str, Any]:
+    """The OpenAPI 3.1 description of the routes this server mounts, with its own URL."""
+    return _openapi(call.state.server_url, call.state.mounted)
+
+
+@cache
+def _openapi(server_url: str, mounted: tuple[str, ...]) -> dict[str, Any]:
+    # spec/ is frozen for the life of the process, and so is the document built from it.
+    return openapi_document(server_url=server_url, route_ids=mounted)

@@ -22,9 +22,9 @@ from bundle_contract._spec import get_spec, plain
 if TYPE_CHECKING:
     from werkzeug.wrappers import Request
 
-    from bundle_server._log_hub import LogHub
-    from bundle_server._pty import SessionManager
-    from bundle_server._trace_hub import TraceHub
+    from bundle_server.logs.hub import LogHub
+    from bundle_server.sessions.pty import SessionManager
+    from bundle_server.trace.hub import TraceHub
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 Route = dict[str, Any]

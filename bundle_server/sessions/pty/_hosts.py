@@ -20,7 +20,7 @@ from typing import Any
 
 from bundle_contract._generated.errors import HostNotLaunchable, MalformedSessionRequest
 from bundle_contract._spec import get_spec
-from bundle_server._pty._process import load_ptyprocess
+from bundle_server.sessions.pty._process import load_ptyprocess
 
 Overrides = Mapping[str, Any]
 

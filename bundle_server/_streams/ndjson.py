@@ -28,7 +28,12 @@ from werkzeug.wrappers import Response
 
 from bundle_contract._generated.errors import TraceUnavailable
 from bundle_contract._spec import get_spec
-from bundle_server._sequenced import SequencedHub, SubscriberLagged, Subscription, encode_frame
+from bundle_server._streams.sequenced import (
+    SequencedHub,
+    SubscriberLagged,
+    Subscription,
+    encode_frame,
+)
 
 NDJSON = "application/x-ndjson"
 

@@ -1,0 +1,1 @@
+"""The stream machinery: sequenced hubs and their cursors, the NDJSON stream body, wakers."""

@@ -1,0 +1,1 @@
+"""The dev-log route group: its handlers and the log hub."""

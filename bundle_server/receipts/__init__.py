@@ -1,0 +1,1 @@
+"""The hook-receipt route group: its handler, receipts as trace entries, the endpoint file."""

@@ -1,0 +1,1 @@
+"""The trace route group: its handlers and the trace hub."""
