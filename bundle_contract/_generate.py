@@ -10,6 +10,7 @@ import json
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bundle_contract._spec import Spec, get_spec, plain
 
@@ -158,12 +159,112 @@ def runtime_module(spec: Spec) -> str:
     return "\n".join(lines) + "\n"
 
 
+def hook_io_module(spec: Spec) -> str:
+    """What the hook wrapper reads and writes, as literals: per host kind and handler event,
+    where each payload field comes from (hooks.toml payload_source over hosts.toml); per host
+    kind and family, how each result part is written natively (hosts.toml hook_output); the
+    wrapper's limits and failure policy; and, compiled, the payload schemas and decode inputs.
+    The wrapper runs on every tool call and must not load the spec or jsonschema."""
+    from bundle_contract._canonical import effective_keys
+    from bundle_contract._compile import generate_module
+    from bundle_contract._derived import family_fields
+    from bundle_contract._schemas import def_ref, schema_documents, schema_uri
+
+    hooks = spec.tables["hooks"]
+    families = family_fields(spec)
+    sources = {
+        name: (row["from"], row.get("canonical", name))
+        for row in spec.rows("hooks", "payload_source")
+        for name in row["fields"]
+    }
+    common = [f["name"] for f in spec.rows("hooks", "common_field")]
+    bindings: dict[str, dict[str, object]] = {}
+    outputs: dict[str, dict[str, dict[str, object]]] = {}
+    for host in spec.rows("hosts", "host"):
+        by_family = {row["family"]: row for row in host["event"]}
+        per_event: dict[str, object] = {}
+        per_family: dict[str, dict[str, object]] = {}
+        for event in spec.rows("hooks", "event"):
+            row = by_family.get(event["family"])
+            if row is None:
+                continue  # the host has no native event for this handler event
+            keys = effective_keys(host, row)
+            decode = row.get("decode", {})
+            native_keys = host.get("payload_keys", {})
+            fields = []
+            for name in [*common, *(f["name"] for f in [*event["required"], *event["optional"]])]:
+                origin, canonical = sources[name]
+                if origin == "native":
+                    if name in native_keys:
+                        fields.append((name, native_keys[name], None))
+                elif canonical in families[event["family"]] and canonical in keys:
+                    fields.append((name, keys[canonical], decode.get(canonical)))
+            per_event[event["name"]] = (row["native"], event["family"], tuple(fields))
+            per_family[event["family"]] = _output_parts(host["hook_output"], event["family"])
+        bindings[host["kind"]] = per_event
+        outputs[host["kind"]] = per_family
+    wrapper = hooks["wrapper"]
+    payloads = {
+        event["name"]: {"$ref": schema_uri(def_ref("HookPayloads", event["name"]))}
+        for event in spec.rows("hooks", "event")
+    }
+    accepts = {
+        f"decode:{row['name']}": plain(row["accepts"]) for row in spec.rows("events", "decode")
+    }
+    compiled = generate_module({**payloads, **accepts}, schema_documents().__getitem__)
+    receipt = spec.schemas["EventTraceReceipt"]["properties"]
+    lines = [
+        HEADER,
+        "# host kind -> handler event -> (native event, family, ((payload field, native key,",
+        "# decode step or None), ...)), in payload field order (hooks.toml payload_source).",
+        f"BINDINGS = {bindings!r}",
+        "# host kind -> family -> result part -> ((path, value), ...), or None where the host",
+        "# cannot carry the part (hosts.toml hook_output, rows for the family winning).",
+        f"OUTPUTS = {outputs!r}",
+        "# handler event -> the canonical family it serves (hooks.toml event rows).",
+        f"EVENT_FAMILIES = { {e['name']: e['family'] for e in spec.rows('hooks', 'event')}!r}",
+        f"DEFAULT_TIMEOUT_MS = {spec.limit('hook-wrapper-timeout')['maximum']!r}",
+        f"MARGIN_MS = {spec.limit('hook-wrapper-margin')['maximum']!r}",
+        f"NATIVE_INPUT_MAX_BYTES = {spec.limit('hook-native-input-bytes')['maximum']!r}",
+        f"FAILURE_PHASE = {wrapper['phase']!r}",
+        f"LINEAGE_AXIS = {wrapper['lineage_axis']!r}",
+        f"RECEIPT_VERSION = {receipt['version']['const']!r}",
+        "",
+        compiled.rstrip("\n"),
+        "",
+        "PAYLOAD_CHECKS = {name: VALIDATORS[name] for name in " + repr(tuple(payloads)) + "}",
+        "DECODE_ACCEPTS = {name.partition(':')[2]: VALIDATORS[name][0] for name in "
+        + repr(tuple(accepts))
+        + "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _output_parts(rows: Any, family: str) -> dict[str, object]:
+    """Result part -> its (path, value) pairs for `family`, or None where unsupported."""
+    parts: dict[str, object] = {}
+    for part in ("continue", "deny", "updatedInput", "additionalContext"):
+        named = [r for r in rows if r["result"] == part and family in r.get("families", ())]
+        general = [r for r in rows if r["result"] == part and "families" not in r]
+        chosen = (named or general or [None])[0]
+        if chosen is None:
+            continue  # the matrix never lets this family's handler event return the part
+        if chosen.get("unsupported", False):
+            parts[part] = None
+        else:
+            parts[part] = tuple(
+                (tuple(path.split(".")), value) for path, value in sorted(chosen["set"].items())
+            )
+    return parts
+
+
 MODULES: dict[str, Callable[[Spec], str]] = {
     "errors.py": errors_module,
     "hook_results.py": hook_results_module,
     "vocabulary.py": vocabulary_module,
     "canonical_tables.py": canonical_tables_module,
     "runtime.py": runtime_module,
+    "hook_io.py": hook_io_module,
 }
 
 

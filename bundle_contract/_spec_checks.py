@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from bundle_contract._derived import limit_schema
+from bundle_contract._derived import family_fields, limit_schema
 from bundle_contract._spec import Spec, row_label
 
 GENERATED_SCHEMAS = ("Limits.json", "Vocabulary.json")
@@ -209,6 +209,128 @@ def check_hosts(spec: Spec) -> Iterator[str]:
                     yield f"{where}: decode for {name!r}, which the host does not send"
 
 
+# The placeholders a hook_output row may use -> the result part whose value each carries
+# (None: any part may use it). A part's row must carry its own and no other part's.
+OUTPUT_PLACEHOLDERS = {
+    "$native": None,
+    "$reason": "deny",
+    "$updatedInput": "updatedInput",
+    "$additionalContext": "additionalContext",
+}
+PART_PLACEHOLDER = {part: name for name, part in OUTPUT_PLACEHOLDERS.items() if part is not None}
+MATRIX_PARTS = (
+    ("deny", "deny"),
+    ("updated_input", "updatedInput"),
+    ("additional_context", "additionalContext"),
+)
+
+
+def payload_fields(spec: Spec) -> dict[str, str]:
+    """Handler payload field -> its kind, over the common fields and every event's own."""
+    fields = {f["name"]: f["kind"] for f in spec.rows("hooks", "common_field")}
+    for event in spec.rows("hooks", "event"):
+        for field in [*event["required"], *event["optional"]]:
+            fields.setdefault(field["name"], field["kind"])
+    return fields
+
+
+def check_payload_sources(spec: Spec) -> Iterator[str]:
+    """Every handler payload field has exactly one source, and a canonical source can supply it."""
+    fields = payload_fields(spec)
+    canonical_kinds = {f["name"]: f["kind"] for f in spec.rows("events", "field")}
+    family_lists = family_fields(spec)
+    sourced: Counter[str] = Counter()
+    for index, row in enumerate(spec.rows("hooks", "payload_source")):
+        label = row_label("hooks", "payload_source", index, row)
+        if "canonical" in row and len(row["fields"]) != 1:
+            yield f"{label}: `canonical` renames one field; list it alone"
+        for name in row["fields"]:
+            sourced[name] += 1
+            if name not in fields:
+                yield f"{label}: {name!r} is not a handler payload field"
+                continue
+            if row["from"] != "canonical":
+                continue
+            canonical = row.get("canonical", name)
+            if canonical not in canonical_kinds:
+                yield f"{label}: {name}: no canonical field {canonical!r}"
+            elif canonical_kinds[canonical] != fields[name]:
+                yield (
+                    f"{label}: {name} is of kind {fields[name]}, canonical {canonical} of kind "
+                    f"{canonical_kinds[canonical]}"
+                )
+            for event in spec.rows("hooks", "event"):
+                required = {f["name"] for f in event["required"]}
+                if name in required and canonical not in family_lists.get(event["family"], ()):
+                    yield (
+                        f"{label}: {event['name']} requires {name}, but its family "
+                        f"{event['family']} does not list {canonical}"
+                    )
+    for name in fields:
+        if sourced[name] != 1:
+            yield f"hooks.toml: payload_source: field {name!r} has {sourced[name]} sources, not 1"
+
+
+def check_host_plugins(spec: Spec) -> Iterator[str]:
+    """Plugin documents, payload keys and hook outputs of each host row."""
+    native_fields = {
+        name
+        for row in spec.rows("hooks", "payload_source")
+        if row["from"] == "native"
+        for name in row["fields"]
+    }
+    for index, host in enumerate(spec.rows("hosts", "host")):
+        label = row_label("hosts", "host", index, host)
+        plugin = host["plugin"]
+        if plugin["hooks_document"] in (plugin["manifest"], plugin["mcp_document"]):
+            yield f"{label}: plugin: the hooks document shares its path with another document"
+        if plugin["mcp_document"] == plugin["manifest"]:
+            tops = {path.split(".")[0] for path in plugin["manifest_fields"]}
+            if plugin["mcp_key"] in tops:
+                yield f"{label}: plugin: mcp_key {plugin['mcp_key']!r} clashes with the manifest"
+        for name in host.get("payload_keys", {}):
+            if name not in native_fields:
+                yield f"{label}: payload_keys: {name!r} is no payload field read from a native key"
+        yield from (f"{label}: {p}" for p in _hook_output_problems(spec, host))
+
+
+def _hook_output_problems(spec: Spec, host: Any) -> Iterator[str]:
+    served = {event["family"] for event in host["event"]}
+    rows = host["hook_output"]
+    for index, row in enumerate(rows):
+        where = f"hook_output[{index}] ({row['result']})"
+        for family in row.get("families", ()):
+            if family not in served:
+                yield f"{where}: the host serves no family {family!r}"
+        values = row.get("set", {})
+        for path, value in values.items():
+            if isinstance(value, str) and value.startswith("$"):
+                if value not in OUTPUT_PLACEHOLDERS:
+                    yield f"{where}: {path}: unknown placeholder {value!r}"
+                elif OUTPUT_PLACEHOLDERS[value] not in (None, row["result"]):
+                    yield f"{where}: {path}: {value} belongs to another result part"
+            if any(other.startswith(path + ".") for other in values):
+                yield f"{where}: {path} is both a value and an object"
+        wanted = PART_PLACEHOLDER.get(row["result"])
+        if "set" in row and wanted is not None and wanted not in values.values():
+            yield f"{where}: the document never carries {wanted}"
+    # Each part a handler event may return needs exactly one row for the family it serves: a
+    # row naming the family, else exactly one row naming none.
+    matrix = {r["event"]: r for r in spec.rows("hooks", "result")}
+    for event in spec.rows("hooks", "event"):
+        family = event["family"]
+        allowed = matrix.get(event["name"])
+        if family not in served or allowed is None:
+            continue  # a matrix without the event is check_hooks' to report
+        parts = ["continue"] + [p for column, p in MATRIX_PARTS if allowed[column]]
+        for part in parts:
+            named = [r for r in rows if r["result"] == part and family in r.get("families", ())]
+            general = [r for r in rows if r["result"] == part and "families" not in r]
+            count = len(named) or len(general)
+            if count != 1:
+                yield f"{family}: {count} hook_output rows answer {part} for {event['name']}, not 1"
+
+
 def check_states(spec: Spec) -> Iterator[str]:
     yield from _duplicates(spec, "states", "machine", lambda r: r["name"])
     codes = _codes(spec)
@@ -263,6 +385,8 @@ CHECKS: tuple[Callable[[Spec], Iterable[str]], ...] = (
     check_events,
     check_hooks,
     check_hosts,
+    check_payload_sources,
+    check_host_plugins,
     check_states,
     check_runtime,
     check_requirements,
@@ -273,6 +397,7 @@ CHECKS: tuple[Callable[[Spec], Iterable[str]], ...] = (
 def cross_reference_problems(spec: Spec) -> Iterator[str]:
     # The canonical-event checks compute seed rule 5 (payload field admission) over hosts.toml.
     from bundle_contract._canonical import admission_problems, native_event_problems
+    from bundle_contract._host_plugin import hook_format_problems
 
-    for check in (*CHECKS, admission_problems, native_event_problems):
+    for check in (*CHECKS, admission_problems, native_event_problems, hook_format_problems):
         yield from check(spec)

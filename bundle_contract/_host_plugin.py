@@ -1,0 +1,298 @@
+"""A host's plugin directory: its documents, its hook wrappers and how a session points at it.
+
+    >>> app = {"id": "demo", "name": "Demo", "version": "1.0.0"}
+    >>> files = plugin_files("host_a", application=app,
+    ...                      hooks=[("PreToolUse", "hooks/PreToolUse", 10)], mcp_servers={})
+    >>> sorted(files)
+    ['.claude-plugin/plugin.json', 'hooks/hooks.json']
+    >>> plugin_args("host_a", "/tmp/artifact/hosts/host_a")
+    ['--plugin-dir', '/tmp/artifact/hosts/host_a']
+
+Everything host-specific comes from hosts.toml `[host.plugin]` and `[host.session]`: document
+paths, the hooks document's shape (one of HOOK_FORMATS, a small named set), the unit of its
+timeouts, the MCP document (which may be the manifest itself), and the variable through which
+hook commands reach the plugin root. A hook command is `"${VARIABLE}"/<wrapper path>`: quoted,
+so that a plugin root with spaces stays one word under `sh -c`.
+
+`wrapper_source` writes the text of one generated wrapper script; the build writes it
+executable at `<plugin dir>/<wrapper path>`. It starts the build's interpreter with `-I` (no
+PYTHON* variables, no user site, no script directory on sys.path), finds the artifact root from
+its own location and calls `bundle_contract._hook_runtime.run`. A `#!` line cannot hold a path
+with spaces (the kernel splits at the first blank) and is cut at 127 bytes on older kernels,
+so such interpreters get a `/bin/sh` line that execs them, quoted, in a line Python reads as a
+string: the sh/Python polyglot.
+
+This module runs at build time: it reads the loaded spec, never at hook time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from bundle_contract._spec import Spec, get_spec, plain, row_label
+
+__all__ = [
+    "HOOK_FORMATS",
+    "hook_command",
+    "hook_format_problems",
+    "payload_gaps",
+    "plugin_args",
+    "plugin_files",
+    "wrapper_source",
+]
+
+PLUGIN_DIR_TOKEN = "{plugin_dir}"
+SHEBANG_MAX = 127  # bytes the kernel reads of a `#!` line (BINPRM_BUF_SIZE before Linux 5.1)
+# Characters that would end or expand the double-quoted interpreter path of the polyglot line.
+POLYGLOT_REFUSED = ('"', "$", "`", "\\", "\n", "\r", "\0")
+
+HookEntry = tuple[str, str, float | None]  # (native event, plugin-relative wrapper, timeout s)
+
+
+def _host(host: str, spec: Spec | None = None) -> Any:
+    spec = spec if spec is not None else get_spec()
+    for row in spec.rows("hosts", "host"):
+        if row["kind"] == host:
+            return row
+    kinds = ", ".join(row["kind"] for row in spec.rows("hosts", "host"))
+    raise ValueError(f"unknown host kind {host!r}; hosts.toml knows {kinds}")
+
+
+def payload_gaps(host: str, event: str) -> list[str]:
+    """Required payload fields of `event` that `host` never sends (no native key serves them),
+    so that every call of such a handler fails to decode; empty when the host can serve it.
+
+    A build can refuse or warn about a handler on such a host before any hook runs.
+    """
+    from bundle_contract._hook_runtime import BINDINGS  # the generated table, typed
+
+    spec = get_spec()
+    _host(host, spec)
+    row = next((e for e in spec.rows("hooks", "event") if e["name"] == event), None)
+    if row is None:
+        raise ValueError(f"unknown handler event {event!r}")
+    served = BINDINGS.get(host, {}).get(event)
+    if served is None:
+        raise ValueError(f"{host} has no native event for {event} ({row['family']})")
+    present = {name for name, _key, _step in served[2]}
+    required = [f["name"] for f in spec.rows("hooks", "common_field") if f["required"]]
+    required += [f["name"] for f in row["required"]]
+    return [name for name in required if name not in present]
+
+
+def plugin_args(host: str, plugin_dir: str | os.PathLike[str]) -> list[str]:
+    """The arguments that point a session host at `plugin_dir` (hosts.toml plugin_args)."""
+    row = _host(host)
+    if "session" not in row:
+        raise ValueError(f"{host} is not a session host: hosts.toml gives it no [host.session]")
+    path = os.fspath(plugin_dir)
+    return [arg.replace(PLUGIN_DIR_TOKEN, path) for arg in row["session"]["plugin_args"]]
+
+
+def hook_command(host: str, wrapper: str) -> str:
+    """The command a hooks document runs for `wrapper` (a plugin-relative path)."""
+    variable: str = _host(host)["plugin"]["root_variable"]
+    return '"${' + variable + '}"' + shlex.quote("/" + _relative(wrapper, "wrapper path"))
+
+
+def plugin_files(
+    host: str,
+    *,
+    application: Mapping[str, Any],
+    hooks: Sequence[HookEntry],
+    mcp_servers: Mapping[str, Mapping[str, Any]],
+) -> dict[str, bytes]:
+    """The host's plugin documents: plugin-relative path -> bytes (UTF-8 JSON).
+
+    `application` is {id, name, version, description?}; `hooks` lists (native event,
+    plugin-relative wrapper path, timeout in seconds or None) in order; `mcp_servers` maps a
+    server name to its already-resolved launch entry. The hooks document is written only when
+    there are hooks, the MCP document only when there are servers (unless it is the manifest).
+    """
+    row = _host(host)
+    plugin = row["plugin"]
+    natives = {event["native"] for event in row["event"]}
+    for key in ("id", "name", "version"):
+        if not isinstance(application.get(key), str) or not application[key]:
+            raise ValueError(f"application {key!r} must be a non-empty string")
+    documents: dict[str, dict[str, Any]] = {plugin["manifest"]: _manifest(plugin, application)}
+    if hooks:
+        entries: dict[str, list[dict[str, Any]]] = {}
+        for native, wrapper, timeout in hooks:
+            if native not in natives:
+                raise ValueError(f"{host} has no native event {native!r} in hosts.toml")
+            entry: dict[str, Any] = {"command": hook_command(host, wrapper)}
+            if timeout is not None:
+                entry["timeout"] = _timeout(timeout, plugin["timeout_unit"])
+            entries.setdefault(native, []).append(entry)
+        documents[plugin["hooks_document"]] = HOOK_FORMATS[plugin["hooks_format"]](entries)
+    if mcp_servers:
+        target = documents.setdefault(plugin["mcp_document"], {})
+        target[plugin["mcp_key"]] = {name: plain_json(e) for name, e in mcp_servers.items()}
+    return {
+        path: (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+        for path, document in documents.items()
+    }
+
+
+def plain_json(value: Any) -> Any:
+    """A launch entry as plain JSON data (mappings and sequences copied)."""
+    if isinstance(value, Mapping):
+        return {str(k): plain_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_json(v) for v in value]
+    return value
+
+
+def _manifest(plugin: Any, application: Mapping[str, Any]) -> dict[str, Any]:
+    manifest: dict[str, Any] = {}
+    for path, placeholder in plain(plugin["manifest_fields"]).items():
+        value = application.get(placeholder.removeprefix("$"))
+        if value is None:
+            continue  # an optional field the application does not have
+        target = manifest
+        *parents, last = path.split(".")
+        for key in parents:
+            target = target.setdefault(key, {})
+        target[last] = value
+    return manifest
+
+
+def _timeout(seconds: float, unit: str) -> int | float:
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+        raise ValueError(f"a hook timeout is a positive number of seconds, not {seconds!r}")
+    value = seconds * 1000 if unit == "ms" else seconds
+    return int(value) if float(value).is_integer() else value
+
+
+def _relative(path: str, what: str) -> str:
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"{what} {path!r} must be a relative path without . or .. parts")
+    if any(c in path for c in "\0\n\r"):
+        raise ValueError(f"{what} {path!r} holds a control character")
+    return path
+
+
+def _matcher_groups(entries: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """`{"hooks": {event: [{"matcher": "*", "hooks": [{"type": "command", ...}]}]}}`."""
+    return {
+        "hooks": {
+            native: [{"matcher": "*", "hooks": [{"type": "command", **e} for e in commands]}]
+            for native, commands in entries.items()
+        }
+    }
+
+
+def _flat(entries: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """`{"version": 1, "hooks": {event: [{"command": ..., "timeout": ...}]}}`."""
+    return {"version": 1, "hooks": {native: list(commands) for native, commands in entries.items()}}
+
+
+# The document shapes hosts.toml `hooks_format` names; a spec check keeps the two in step.
+HOOK_FORMATS: Mapping[str, Callable[[Mapping[str, list[dict[str, Any]]]], dict[str, Any]]] = {
+    "matcher-groups": _matcher_groups,
+    "flat": _flat,
+}
+
+
+def hook_format_problems(spec: Spec) -> list[str]:
+    """One line per host whose hooks_format has no implementation here."""
+    return [
+        f"{row_label('hosts', 'host', index, row)}: plugin: hooks_format "
+        f"{row['plugin']['hooks_format']!r} has no implementation"
+        for index, row in enumerate(spec.rows("hosts", "host"))
+        if row["plugin"]["hooks_format"] not in HOOK_FORMATS
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# Wrapper scripts
+
+
+def wrapper_source(
+    *,
+    python: str,
+    host: str,
+    native: str,
+    event: str,
+    handler: str,
+    timeout: float | None,
+    root_from_wrapper: str,
+) -> str:
+    """The text of one executable hook wrapper for `handler` serving `event` on `host`.
+
+    `python` is the absolute interpreter path (bundle_contract importable there);
+    `root_from_wrapper` the relative path from the wrapper's directory to the artifact root,
+    e.g. "../../.."; `timeout` the hook's native timeout in seconds, or None when the hooks
+    document declares none. Raises ValueError for anything the wrapper could not honour.
+    """
+    spec = get_spec()
+    row = _host(host, spec)
+    family = next((e["family"] for e in spec.rows("hooks", "event") if e["name"] == event), None)
+    if family is None:
+        raise ValueError(f"unknown handler event {event!r}")
+    served = next((e["native"] for e in row["event"] if e["family"] == family), None)
+    if served != native:
+        raise ValueError(f"{host} serves {event} ({family}) with {served!r}, not {native!r}")
+    module, colon, function = handler.partition(":")
+    if (
+        not colon
+        or not function.isidentifier()
+        or not all(part.isidentifier() for part in module.split("."))
+    ):
+        raise ValueError(f"handler {handler!r} is not a module:function reference")
+    if timeout is not None:
+        _timeout(timeout, "s")
+    if root_from_wrapper != ".":
+        _relative(root_from_wrapper.replace("..", "up"), "root_from_wrapper")
+    call = (
+        f"run(root, host={host!r}, native={native!r}, event={event!r}, "
+        f"handler={handler!r}, timeout={timeout!r})"
+    )
+    return "\n".join(
+        [
+            *_launch_lines(python),
+            f"# Generated by bundle-devkit: the {event} hook of {host} ({native}). Do not edit.",
+            "import os",
+            "import sys",
+            "",
+            "root = os.path.normpath(",
+            f"    os.path.join(os.path.dirname(os.path.realpath(__file__)), {root_from_wrapper!r})",
+            ")",
+            "try:",
+            "    from bundle_contract._hook_runtime import run",
+            "except BaseException as exc:  # bundle_contract left this interpreter: never fail",
+            "    sys.stderr.write(",
+            '        f"bundle hook {__file__}: cannot load bundle_contract "',
+            '        f"({type(exc).__name__}); the hook continues\\n"',
+            "    )",
+            "    sys.stderr.flush()",
+            "    os._exit(0)",
+            "try:",
+            f"    status = {call}",
+            "except BaseException:  # run never raises; if it ever does, the hook still continues",
+            "    status = 0",
+            "os._exit(status)",
+            "",
+        ]
+    )
+
+
+def _launch_lines(python: str) -> list[str]:
+    """A direct `#!` line when the kernel can read it, else the sh/Python polyglot."""
+    if not os.path.isabs(python):
+        raise ValueError(f"the interpreter path {python!r} must be absolute")
+    direct = f"#!{python} -I"
+    plain_path = python.isascii() and not any(c.isspace() or c == "\0" for c in python)
+    if plain_path and len(direct.encode()) <= SHEBANG_MAX:
+        return [direct]
+    if any(c in python for c in POLYGLOT_REFUSED) or "'''" in python:
+        raise ValueError(f"the interpreter path {python!r} cannot be quoted for /bin/sh")
+    # sh reads `''''exec "..." -I "$0" "$@"` (empty strings, then exec) and never reaches the
+    # comment; Python reads the line as one string literal: ''' + 'exec ... # ' + '''.
+    return ["#!/bin/sh", f"''''exec \"{python}\" -I \"$0\" \"$@\" # '''"]
