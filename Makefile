@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The development server on the bundled example project; Ctrl-C stops it.
-PROJECT ?= examples
+PROJECT ?= examples/safe-shell
 PORT ?= 0
 run: $(STAMP)
 	$(BIN)/bundle-server $(PROJECT) --port $(PORT)

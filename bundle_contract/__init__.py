@@ -65,6 +65,12 @@ _EXPORTS = {
     "serialize_artifact_manifest": "_manifest",
     "stdio_server_entries": "_manifest",
     "validate_artifact_manifest_schema": "_manifest",
+    "BuildResult": "_build",
+    "build_project": "_build",
+    "payload_gaps": "_host_plugin",
+    "plugin_args": "_host_plugin",
+    "plugin_files": "_host_plugin",
+    "wrapper_source": "_host_plugin",
     "StateMachine": "_states",
     "state_machine": "_states",
 }
@@ -88,6 +94,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # the same names, for type checkers; a test holds both lists equal
     from typing import Any
 
+    from bundle_contract._build import BuildResult, build_project
     from bundle_contract._canonical import CanonicalEvent, admitted_fields, decode_native
     from bundle_contract._config import (
         define_config,
@@ -112,6 +119,12 @@ if TYPE_CHECKING:  # the same names, for type checkers; a test holds both lists 
     from bundle_contract._generated.errors import ERRORS
     from bundle_contract._hook_results import validate_hook_result
     from bundle_contract._hooks import handler_events, hook_handler_context, validate_hook_payload
+    from bundle_contract._host_plugin import (
+        payload_gaps,
+        plugin_args,
+        plugin_files,
+        wrapper_source,
+    )
     from bundle_contract._manifest import (
         assemble_artifact_manifest,
         hook_wrapper_diagnostics,

@@ -6,12 +6,19 @@ against BundleConfig.json; a bad one raises ConfigInvalid with nothing to undo. 
 `dev.hosts` are the host-session executables, with `host_executables` on top per host kind.
 Then, in this order, each step registered for undoing as it succeeds:
 
-1. the trace hub, the raw-log hub and the bridge feeding the server's loggers into it;
-2. a session token and a separate receipt token (`new_token`);
-3. the loopback shell, bound first so the app knows its own port (its Host guard needs it);
-4. the app (`create_app`), served by the shell from its own thread;
-5. the receipt endpoint file, written once the server listens;
-6. one `diagnostic` / `server.started` trace entry, then the browser when `open` is set.
+1. the project's server lock (`project.lock`): a second server on the same project is refused
+   with ProjectAlreadyServed before it touches anything of the first one's;
+2. the trace hub, the raw-log hub and the bridge feeding the server's loggers into it, and
+   the project event hub;
+3. a session token and a separate receipt token (`new_token`);
+4. the loopback shell, bound first so the app knows its own port (its Host guard needs it);
+5. the project loop (not started yet) and the host-session manager, which launches hosts
+   with the development install the loop attaches;
+6. the app (`create_app`), served by the shell from its own thread;
+7. the receipt endpoint file, written once the server listens, and the lock's holder record;
+8. one `diagnostic` / `server.started` trace entry; the project loop starts (the initial
+   build runs in the build worker, the watcher follows edits); the browser when `open` is
+   set.
 
 If any step fails, what was done is undone (`close`) and the error propagates: no thread,
 socket or file is left behind. `close()` undoes everything, in reverse, and is idempotent.
@@ -36,16 +43,22 @@ from bundle_server._http.guard import new_token
 from bundle_server._http.shell import LoopbackShell
 from bundle_server._project_config import host_overrides, read_project_config
 from bundle_server.logs.hub import LogBridge, LogHub
+from bundle_server.project.hub import ProjectHub
+from bundle_server.project.lock import ServerLock
+from bundle_server.project.manager import ProjectLoop
 from bundle_server.receipts.endpoint_file import (
     remove_receipt_endpoint,
     write_receipt_endpoint,
 )
 from bundle_server.sessions.pty import SessionManager
-from bundle_server.sessions.pty._engine import Engine
+from bundle_server.sessions.pty._engine import Engine, wait_for
+from bundle_server.sessions.pty._manager import unattached
 from bundle_server.trace.hub import TraceHub
 from bundle_server.workbench.handlers import token_parameter
 
 HOST = "127.0.0.1"
+# How long a session created while the first build runs waits for its install (seconds).
+FIRST_BUILD_WAIT = get_spec().limit("build-time")["maximum"] / 1000
 # The route a browser opens first; its query parameter typed SessionToken carries the session.
 WORKBENCH_ROUTE = "workbench.index"
 
@@ -107,6 +120,8 @@ class DevServer:
         opener: Callable[[str], object] | None = None,
         host_executables: Mapping[str, Any] | None = None,
         check_responses: bool = False,
+        watch: bool = True,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.options = options
         self.project_root = Path(options["root"]).resolve()
@@ -114,9 +129,15 @@ class DevServer:
         # file is the project's say; an explicit argument (a test, an embedding tool) is the
         # caller's, and wins per host kind.
         config = read_project_config(self.project_root)
-        self._host_executables = {**host_overrides(config), **(host_executables or {})}
+        self._explicit_hosts = dict(host_executables or {})
+        self._host_executables = {**host_overrides(config), **self._explicit_hosts}
         self._check_responses = check_responses
+        self._watch = watch
+        self._environ = dict(environ if environ is not None else os.environ)
         self.sessions: SessionManager | None = None
+        self.project: ProjectLoop | None = None
+        self.project_events = ProjectHub()
+        self._lock_file: ServerLock | None = None
         self.session_token = new_token()
         self.receipt_token = new_token()
         self.started_at = utc_timestamp()
@@ -138,17 +159,31 @@ class DevServer:
             raise
 
     def _start(self, header_timeout: float | None, opener: Callable[[str], object]) -> None:
+        self._lock_file = ServerLock.acquire(self.project_root)
         self._bridge = LogBridge(self.logs, trace=self.hub).attach()
         self._shell = LoopbackShell(HOST, self.options["port"], header_timeout=header_timeout)
         self.port = self._shell.port
         self.url = self._shell.url
         self.workbench_url = self.url + workbench_path(self.session_token)
+        self.project = ProjectLoop(
+            self.project_root,
+            hub=self.project_events,
+            trace=self.hub,
+            install_hosts=self.options["installHosts"],
+            environ=self._environ,
+            watch=self._watch,
+            in_use=self._epochs_in_use,
+        )
         self.sessions = SessionManager(
             self.project_root,
+            attach=self._attach,
             executables=self._host_executables,
             publish=functools.partial(self.hub.publish, "session"),
             engine=self._shell_engine,
         )
+        # A bundle.config.py is read by the build only: its dev.hosts apply from the first
+        # epoch built with it on (an explicit host_executables still wins per host kind).
+        self.project.on_adopted(self._adopt_config_hosts)
         self._app = create_app(
             port=self.port,
             session_token=self.session_token,
@@ -157,14 +192,17 @@ class DevServer:
             receipt_token=self.receipt_token,
             dev_origins=self.options["workbenchDevOrigins"],
             sessions=self.sessions,
+            project=self.project,
             check_responses=self._check_responses,
         )
         self._shell.start(self._app)
         write_receipt_endpoint(self.project_root, self.url, self.receipt_token)
         self._endpoint_written = True
+        self._lock_file.describe(self.url)
         self.hub.publish(
             "diagnostic", "server.started", f"development server listening on {self.url}"
         )
+        self.project.start()
         if self.options["open"]:
             opener(self.workbench_url)
 
@@ -174,11 +212,39 @@ class DevServer:
         assert self._shell is not None and self._shell.thread is not None
         return Engine.borrow(self._shell.loop, self._shell.thread)
 
+    def _attach(self, host: str) -> tuple[str | None, Path | None]:
+        # What a new host session launches with (see SessionManager): nothing in a bare
+        # project, else the adopted epoch's install for that host, or AB8263.
+        assert self.project is not None
+        if self.project.bare:
+            return None, None
+        # Cooperatively: this runs in the server's hub, which must go on serving meanwhile.
+        wait_for(self.project.first_build, FIRST_BUILD_WAIT)
+        attachment = self.project.attachment(host)
+        if attachment is None:
+            raise unattached(host)
+        return attachment.epoch_id, attachment.plugin_dir
+
+    def _adopt_config_hosts(self) -> None:
+        assert self.project is not None and self.sessions is not None
+        config = self.project.config or {}
+        self.sessions.set_executables({**host_overrides(config), **self._explicit_hosts})
+
+    def _epochs_in_use(self) -> set[str]:
+        return self.sessions.epochs_in_use() if self.sessions is not None else set()
+
     @property
     def closed(self) -> bool:
         return self._closed
 
     def status(self) -> dict[str, Any]:
+        """The live ProjectStatus (seed 001): source, build, artifact and host adoption."""
+        assert self.project is not None
+        status = self.project.status()
+        validate("ProjectStatus.json", status)
+        return status
+
+    def server_status(self) -> dict[str, Any]:
         """A DevServerStatus value: state, URL, project, start time, routes and sequences."""
         status = {
             "state": "closed" if self._closed else "running",
@@ -203,18 +269,24 @@ class DevServer:
             if self._endpoint_written:
                 remove_receipt_endpoint(self.project_root, self.receipt_token)
         finally:
-            # Sessions, then the hubs, before the shell: that ends live streams, so their
-            # requests finish instead of waiting out the shell's grace period.
-            if self.sessions is not None:
-                self.sessions.close()
-            self.hub.close()
-            self.logs.close()
+            # Builds stop, then sessions, then the hubs, before the shell: that ends live
+            # streams, so their requests finish instead of waiting out the shell's grace.
             try:
+                if self.project is not None:
+                    self.project.close()
+                if self.sessions is not None:
+                    self.sessions.close()
+                self.hub.close()
+                self.logs.close()
+                self.project_events.close()
                 if self._shell is not None:
                     self._shell.stop()
             finally:
                 if self._bridge is not None:
                     self._bridge.detach()
+                # Last: until everything above is stopped, the project is still ours.
+                if self._lock_file is not None:
+                    self._lock_file.close()
 
     def __enter__(self) -> DevServer:
         return self
@@ -240,19 +312,26 @@ def start_dev_server(
     opener: Callable[[str], object] | None = None,
     host_executables: Mapping[str, Any] | None = None,
     check_responses: bool = False,
+    watch: bool = True,
+    environ: Mapping[str, str] | None = None,
 ) -> DevServer:
     """Start the development server for the project at `root`; returns once it listens.
 
     `port` 0 picks a free port. `open` opens the Workbench in a browser (through `opener`,
     `webbrowser.open` by default). `install_hosts` and `registry` are validated and kept in
-    `DevServer.options` for the development-install feature. `header_timeout` (seconds),
-    `opener` and `host_executables` (host kind -> executable, in place of spec/hosts.toml's
-    and of the project config file's `dev.hosts`) are test seams outside StartOptions;
+    `DevServer.options`; `install_hosts` (host kinds) limits which targets get a development
+    install (all targets when empty). `watch` (rebuild on every change) and `environ` (where
+    BUNDLE_STATE_ROOT is read; os.environ by default) are seams for tests and tools.
+    `header_timeout` (seconds), `opener` and `host_executables` (host kind -> executable, in
+    place of spec/hosts.toml's and of the project config file's `dev.hosts`) are test seams
+    outside StartOptions;
     `check_responses` holds every JSON response to its route's schema before sending it (the
     tests and the fuzzer turn it on; a server that trusts its handlers skips the cost).
 
-    Raises ConfigInvalid, before anything starts, when the project's config file cannot be
-    read or does not conform to BundleConfig.json.
+    Raises ConfigInvalid, before anything starts, when the project's bundle.config.json
+    cannot be read or does not conform to BundleConfig.json (a bundle.config.py is project
+    code: the build runs it, and a broken one is a failed build), and ProjectAlreadyServed
+    when another development server holds the project.
     """
     options = start_options(
         root,
@@ -269,4 +348,6 @@ def start_dev_server(
         opener=opener,
         host_executables=host_executables,
         check_responses=check_responses,
+        watch=watch,
+        environ=environ,
     )

@@ -2,7 +2,8 @@
 
 Theory of operation: the arguments are checked as StartOptions before anything starts (a
 missing directory or a bad port is a usage error, exit 2, one line on stderr); so is a project
-config file the server refuses at start (ConfigInvalid): the fix is in what the user gave us,
+config file the server refuses at start (ConfigInvalid), and a project another server already
+serves (ProjectAlreadyServed): the fix is in what the user gave us,
 as with a bad argument, not in the machine (a busy port, exit 1). SIGINT and
 SIGTERM are blocked before the server thread exists, so every thread inherits the mask and the
 signals reach only `sigwait` in the main thread: no handler runs at an arbitrary point, and
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from bundle_contract._error_bases import ContractError
-from bundle_contract._generated.errors import ConfigInvalid
+from bundle_contract._generated.errors import ConfigInvalid, ProjectAlreadyServed
 from bundle_server._dev_server import start_dev_server, start_options
 from bundle_server.receipts.endpoint_file import remove_ready_file, write_ready_file
 
@@ -89,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _serve(project_dir: str, port: int, open_browser: bool, ready_file: Path | None) -> int:
     try:
         server = start_dev_server(project_dir, port=port, open=open_browser)
-    except ConfigInvalid as exc:
+    except (ConfigInvalid, ProjectAlreadyServed) as exc:
         # The same one-line form as the parser's usage errors; a schema message quotes the
         # offending value, which must not spill onto more lines.
         message = " ".join(exc.message.splitlines())

@@ -9,7 +9,12 @@ import pytest
 from bundle_contract import Model, define_config, define_prebuilt, define_skill, resolve_config
 from bundle_contract._generated.errors import ConfigInvalid
 
-CONFIG = {"dev": {"agentApi": True, "contracts": {"fixtures": "fixtures/index.ts"}}}
+APPLICATION = {"id": "demo", "name": "Demo", "version": "1.0.0"}
+CONFIG = {
+    "application": APPLICATION,
+    "targets": ["host_a"],
+    "dev": {"agentApi": True, "contracts": {"fixtures": "fixtures/index.ts"}},
+}
 CONTEXT = {"command": "dev", "mode": "development", "project_root": "/work/p"}
 
 
@@ -24,9 +29,15 @@ def test_define_config_is_identity_for_objects_and_factories() -> None:
 
 def test_define_config_refuses_a_broken_config() -> None:
     with pytest.raises(ConfigInvalid, match=r"\$\.dev\.contracts"):
-        define_config({"dev": {"contracts": {}}})
+        define_config({**CONFIG, "dev": {"contracts": {}}})
     with pytest.raises(ConfigInvalid):
-        define_config({"dev": {"hosts": {"host_z": {"executable": "x"}}}})
+        define_config({**CONFIG, "dev": {"hosts": {"host_z": {"executable": "x"}}}})
+    with pytest.raises(ConfigInvalid, match="'application' is a required property"):
+        define_config({"targets": ["host_a"]})
+    with pytest.raises(ConfigInvalid, match=r"\$\.hooks\.beforeTool"):
+        define_config({**CONFIG, "hooks": {"beforeTool": "not a reference"}})
+    with pytest.raises(ConfigInvalid, match=r"\$\.hooks"):
+        define_config({**CONFIG, "hooks": {"onBoot": "handlers:boot"}})
 
 
 def test_factory_receives_the_context() -> None:
@@ -34,7 +45,7 @@ def test_factory_receives_the_context() -> None:
 
     def factory(context: Model) -> dict[str, Any]:
         seen.append(context)
-        return {"targets": list(context.selectedTargets)}
+        return {"application": APPLICATION, "targets": list(context.selectedTargets)}
 
     resolved = resolve_config(factory, selected_targets=["host_a", "host_d"], **CONTEXT)
     assert resolved.targets == ["host_a", "host_d"]
@@ -53,7 +64,9 @@ def test_async_factory_is_awaited() -> None:
     assert resolve_config(factory, **CONTEXT).dev["agentApi"] is True
 
 
-@pytest.mark.parametrize("produced", [None, ["dev"], {"dev": {"agentApi": "yes"}}])
+@pytest.mark.parametrize(
+    "produced", [None, ["dev"], {**CONFIG, "dev": {"agentApi": "yes"}}, {"dev": {}}]
+)
 def test_factory_result_is_checked(produced: Any) -> None:
     with pytest.raises(ConfigInvalid):
         resolve_config(lambda context: produced, **CONTEXT)

@@ -72,6 +72,7 @@ IN_SCOPE = (
     | ids("TRACE-001..012", "TRACE-014..026", "TRACE-028", "STREAM-002", "STREAM-004..006")
     | ids("LOG-001..002", "LOG-004..006", "LOG-008", "STREAM-001")
     | {i for c in registered() if c.name.startswith("sessions.") for i in c.ids}
+    | ids("PRJ-001..006")
 )
 # In scope but not observable on this server yet, with the reason the kit gives.
 KNOWN_SKIPS: dict[str, str] = {}

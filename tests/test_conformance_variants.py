@@ -12,6 +12,7 @@ from typing import Any
 
 from _kit import SESSION, describe, failing, run_kit, serve
 
+from bundle_server.project.hub import ProjectHub
 from bundle_server.trace.hub import TraceHub
 from conformance import Report, Status
 from conformance._expect import route, session_header
@@ -108,3 +109,39 @@ def test_a_hub_that_skips_a_sequence_number_fails_the_sequence_checks() -> None:
     assert_fails_exactly(report, {"TRACE-002", "TRACE-020", "STREAM-004", "STREAM-005"})
     assert report.result("TRACE-019").status is Status.PASS
     assert "sequence" in report.result("TRACE-002").reason
+
+
+def test_a_builds_route_that_answers_200_fails_the_manual_build_rule() -> None:
+    builds = route("project.builds")["path"]
+
+    def wrap(app: WSGIApp) -> WSGIApp:
+        def middleware(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+            def ok(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+                if environ["PATH_INFO"] == builds and status.startswith("202"):
+                    status = "200 OK"
+                return start_response(status, headers, *exc)
+
+            return app(environ, ok)
+
+        return middleware
+
+    with serve(wrap) as target:
+        report = run_kit(target, "PRJ-*")
+    assert_fails_exactly(report, {"PRJ-005"})
+
+
+class SkippingProjectHub(ProjectHub):
+    """Leaves out a sequence number now and then, like SkippingHub for the trace."""
+
+    def _append_all(self, builds: list[Callable[[int], dict[str, Any]]]) -> list[dict[str, Any]]:
+        with self._lock:
+            if self._latest % 3 == 2:
+                self._latest += 1
+        return super()._append_all(builds)
+
+
+def test_a_project_hub_that_skips_a_sequence_number_fails_the_event_order_rules() -> None:
+    with serve(project_hub=SkippingProjectHub()) as target:
+        report = run_kit(target, "PRJ-*")
+    assert {"PRJ-002", "PRJ-003"} <= failing(report) <= {"PRJ-002", "PRJ-003", "PRJ-005"}
+    assert report.result("PRJ-001").status is Status.PASS

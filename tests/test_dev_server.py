@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from bundle_contract._error_bases import ContractError
+from bundle_contract._generated.errors import ProjectAlreadyServed
 from bundle_contract._schemas import reference_validator
 from bundle_contract._spec import get_spec
 from bundle_server import DevServer, start_dev_server
@@ -59,8 +60,8 @@ def server_threads() -> set[threading.Thread]:
 # --- Running --------------------------------------------------------------------------------
 
 
-def test_status_reports_the_running_server(server: DevServer, project: Path) -> None:
-    status = server.status()
+def test_server_status_reports_the_running_server(server: DevServer, project: Path) -> None:
+    status = server.server_status()
     reference_validator("DevServerStatus.json").validate(status)
     assert status["state"] == "running"
     assert status["url"] == server.url == f"http://127.0.0.1:{server.port}"
@@ -126,7 +127,9 @@ def test_a_live_stream_follows_the_trace_and_ends_at_close(project: Path) -> Non
         assert response.status == 200
         assert b"server.started" in response.readline()
         server.hub.publish("diagnostic", "test.ping", "published from another thread")
-        assert b"test.ping" in response.readline()
+        # The project's first build publishes its own entries meanwhile, in either order.
+        kinds = [json.loads(response.readline())["entry"]["kind"] for _ in range(3)]
+        assert "test.ping" in kinds, kinds
         # Closing ends the stream (the hubs close first), so it never waits out a grace period.
         closer = threading.Thread(target=server.close)
         started = time.monotonic()
@@ -155,7 +158,8 @@ def test_the_endpoint_file_is_owner_only_and_points_here(server: DevServer) -> N
         "token": server.receipt_token,
         "pid": os.getpid(),
     }
-    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left over
+    # Beside it only the server lock; no temporary left over.
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, "server.lock"])
 
 
 def test_an_existing_bundle_directory_is_made_owner_only(project: Path) -> None:
@@ -175,7 +179,7 @@ def test_close_removes_the_endpoint_file_and_is_idempotent(project: Path) -> Non
     assert not path.exists()
     server.close()
     assert server.closed
-    assert server.status()["state"] == "closed"
+    assert server.server_status()["state"] == "closed"
     assert server_threads() == before
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", server.port), timeout=1).close()
@@ -261,12 +265,34 @@ def bridges() -> list[logging.Handler]:
     ]
 
 
-def test_a_busy_port_fails_cleanly(server: DevServer, project: Path) -> None:
+def test_a_busy_port_fails_cleanly(server: DevServer, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
     before, handlers = server_threads(), bridges()
     with pytest.raises(OSError):
-        start_dev_server(project, port=server.port)
+        start_dev_server(other, port=server.port)
     assert server_threads() == before
     assert bridges() == handlers
+    assert not receipt_endpoint_path(other).exists()
+
+
+def test_a_second_server_on_the_same_project_is_refused_and_the_first_keeps_its_file(
+    server: DevServer, project: Path
+) -> None:
+    path = receipt_endpoint_path(server.project_root)
+    before = path.read_bytes()
+    threads, handlers = server_threads(), bridges()
+    with pytest.raises(ProjectAlreadyServed) as refused:
+        start_dev_server(project)
+    assert refused.value.code == "BX4707"
+    assert f"pid {os.getpid()}, {server.url}" in refused.value.message
+    assert path.read_bytes() == before  # the first server's endpoint file is untouched
+    assert server_threads() == threads and bridges() == handlers
+    status, _ = get(server, "/api/trace", {"x-bundle-session": server.session_token})
+    assert status == 200
+    server.close()
+    with start_dev_server(project) as again:  # the lock went with the first server
+        assert receipt_endpoint_path(again.project_root).exists()
 
 
 def test_a_failure_after_listening_stops_the_server(project: Path) -> None:

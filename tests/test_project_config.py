@@ -44,9 +44,20 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
+# What every bundle config needs besides the `dev` section these tests are about.
+BASE = {
+    "application": {"id": "demo", "name": "Demo", "version": "1.0.0"},
+    "targets": ["host_a", "host_b"],
+}
+
+
+def bundle(config: dict[str, Any]) -> dict[str, Any]:
+    return {**BASE, **config}
+
+
 def write_config(project: Path, config: Any) -> Path:
     path = project / CONFIG_NAME
-    path.write_text(json.dumps(config), encoding="utf-8")
+    path.write_text(json.dumps(bundle(config)), encoding="utf-8")
     return path
 
 
@@ -127,7 +138,7 @@ def test_the_argument_wins_over_the_file_per_host_kind(
     assert hosts["host_b"]["executable"] == CAT  # the file's: the argument left it alone
 
 
-@pytest.mark.parametrize("config", [None, {}, {"targets": ["host_a"]}, {"dev": {}}])
+@pytest.mark.parametrize("config", [None, {}, {"targets": ["host_a"]}, {"dev": {}}])  # + BASE
 def test_no_file_or_no_hosts_section_keeps_the_hosts_toml_defaults(
     project: Path, serve: Callable[..., DevServer], config: Any
 ) -> None:
@@ -154,18 +165,25 @@ BAD_FILES: dict[str, tuple[Callable[[Path], object], str]] = {
     "invalid JSON": (lambda p: p.write_text('{"dev": ', encoding="utf-8"), "not JSON"),
     "not UTF-8": (lambda p: p.write_bytes(b'{"dev": "\xff"}'), "not UTF-8"),
     "unknown host kind": (
-        lambda p: p.write_text(json.dumps({"dev": {"hosts": {"host_z": {"executable": SH}}}})),
+        lambda p: p.write_text(
+            json.dumps(bundle({"dev": {"hosts": {"host_z": {"executable": SH}}}}))
+        ),
         "host_z",
     ),
     "unknown key in a host": (
         lambda p: p.write_text(
-            json.dumps({"dev": {"hosts": {"host_a": {"executable": SH, "shell": True}}}})
+            json.dumps(bundle({"dev": {"hosts": {"host_a": {"executable": SH, "shell": True}}}}))
         ),
         "shell",
     ),
-    "unknown dev key": (lambda p: p.write_text(json.dumps({"dev": {"hostz": {}}})), "hostz"),
+    "unknown dev key": (
+        lambda p: p.write_text(json.dumps(bundle({"dev": {"hostz": {}}}))),
+        "hostz",
+    ),
     "empty executable": (
-        lambda p: p.write_text(json.dumps({"dev": {"hosts": {"host_a": {"executable": ""}}}})),
+        lambda p: p.write_text(
+            json.dumps(bundle({"dev": {"hosts": {"host_a": {"executable": ""}}}}))
+        ),
         "hosts",
     ),
     "top-level array": (lambda p: p.write_text("[]"), "object"),
@@ -201,7 +219,7 @@ def test_a_bad_file_raises_config_invalid_and_leaves_nothing_behind(
 def test_a_file_of_exactly_the_byte_limit_is_read(
     project: Path, serve: Callable[..., DevServer]
 ) -> None:
-    config = json.dumps({"dev": {"hosts": {"host_b": {"executable": CAT}}}}).encode()
+    config = json.dumps(bundle({"dev": {"hosts": {"host_b": {"executable": CAT}}}})).encode()
     (project / CONFIG_NAME).write_bytes(config + b" " * (CONFIG_MAX - len(config)))
     assert listed_hosts(serve(project))["host_b"]["executable"] == CAT
 

@@ -123,10 +123,11 @@ def test_spawn_environment_and_echo_round_trip(make: Callable[..., SessionManage
     record = valid(manager.create("host_a", cols=100, rows=30))
     assert record["state"] == "running" and record["pid"] > 0
     assert re.fullmatch(SESSION_ID, record["id"])
+    # No attachment given: a bare launch, without a development install.
     assert record["authority"] == {
         "projectRoot": manager.project_root,
-        "epochId": "dev",
-        "installDestination": ".claude/plugins/bundle",
+        "epochId": "none",
+        "installDestination": "",
     }
     reader = Reader(manager, record["id"])
     assert reader.first == record

@@ -24,7 +24,7 @@ from bundle_server._http.routing import HANDLERS, Call, Reply
 from bundle_server.trace.hub import TraceHub
 
 RETENTION = 4
-DELIVERED_GROUPS = {"workbench", "trace", "logs", "receipts", "sessions"}
+DELIVERED_GROUPS = {"workbench", "trace", "logs", "receipts", "sessions", "project"}
 
 
 @pytest.fixture(scope="module")

@@ -359,6 +359,84 @@ class TransitionNotAllowed(ContractError):
     http_status: ClassVar[int] = 409
 
 
+class ConfigFileMissing(DiagnosticError):
+    """A project directory has neither bundle.config.py nor bundle.config.json, or has both."""
+
+    code: ClassVar[str] = "BX4701"
+    http_status: ClassVar[int] = 422
+
+
+class ConfigLoadFailed(DiagnosticError):
+    """Bundle.config.py failed to run (syntax error, exception, no `config`), a config factory
+    raised, or bundle.config.json is not JSON.
+    """
+
+    code: ClassVar[str] = "BX4702"
+    http_status: ClassVar[int] = 422
+
+
+class HandlerUnresolved(DiagnosticError):
+    """A module:function reference of the config names a module that cannot be imported (not
+    found, syntax error, import error) or an attribute that is missing or not callable.
+    """
+
+    code: ClassVar[str] = "BX4703"
+    http_status: ClassVar[int] = 422
+
+
+class SkillInvalid(DiagnosticError):
+    """A skill's directory is missing or has no SKILL.md, or a skill has neither a directory
+    nor instructions.
+    """
+
+    code: ClassVar[str] = "BX4704"
+    http_status: ClassVar[int] = 422
+
+
+class BuildFailed(DiagnosticError):
+    """A build attempt failed; the summary diagnostic of the attempt, saying which epoch stays
+    active.
+    """
+
+    code: ClassVar[str] = "BX4705"
+    http_status: ClassVar[int] = 422
+
+
+class StateRootUnusable(DiagnosticError):
+    """The state root (BUNDLE_STATE_ROOT or the project's .bundle/state) cannot be created or
+    written.
+    """
+
+    code: ClassVar[str] = "BX4706"
+    http_status: ClassVar[int] = 422
+
+
+class ProjectAlreadyServed(ContractError):
+    """Another development server already serves this project (it holds the project's server
+    lock).
+    """
+
+    code: ClassVar[str] = "BX4707"
+    http_status: ClassVar[int] = 409
+
+
+class SourceUnreadable(DiagnosticError):
+    """A project file vanished or could not be read while the build copied it."""
+
+    code: ClassVar[str] = "BX4708"
+    http_status: ClassVar[int] = 422
+
+
+class HandlerUnreachable(DiagnosticError):
+    """A configured handler cannot run on a target host: the host has no native event for its
+    handler event, or never sends a payload field the event requires (a warning: the other
+    targets still get it).
+    """
+
+    code: ClassVar[str] = "BX4709"
+    http_status: ClassVar[int] = 422
+
+
 class ManifestVersionUnsupported(ContractError):
     """An artifact manifest whose manifestVersion is not 6."""
 
@@ -478,6 +556,15 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX4401": ModelInvalid,
     "BX4402": ConfigInvalid,
     "BX4403": TransitionNotAllowed,
+    "BX4701": ConfigFileMissing,
+    "BX4702": ConfigLoadFailed,
+    "BX4703": HandlerUnresolved,
+    "BX4704": SkillInvalid,
+    "BX4705": BuildFailed,
+    "BX4706": StateRootUnusable,
+    "BX4707": ProjectAlreadyServed,
+    "BX4708": SourceUnreadable,
+    "BX4709": HandlerUnreachable,
     "BX4601": ManifestVersionUnsupported,
     "BX4602": ManifestInvalid,
     "BX4603": ManifestPathUnsafe,
@@ -493,11 +580,16 @@ __all__ = [
     "ERRORS",
     "ArtifactFileUnusable",
     "BindingClosed",
+    "BuildFailed",
+    "ConfigFileMissing",
     "ConfigInvalid",
+    "ConfigLoadFailed",
     "CursorAhead",
     "CursorMalformed",
     "DenyNotAllowed",
     "DenyWithoutReason",
+    "HandlerUnreachable",
+    "HandlerUnresolved",
     "HeadersTooLarge",
     "HookPayloadInvalid",
     "HookResultNotObject",
@@ -522,6 +614,7 @@ __all__ = [
     "OriginNotAllowed",
     "PathTokenUnknown",
     "PayloadTooLarge",
+    "ProjectAlreadyServed",
     "ProjectionWithoutPluginManifest",
     "PtyUnavailable",
     "ReasonWhileContinuing",
@@ -538,6 +631,9 @@ __all__ = [
     "SessionNotFound",
     "SessionRequired",
     "SessionServiceUnavailable",
+    "SkillInvalid",
+    "SourceUnreadable",
+    "StateRootUnusable",
     "StopOutcome",
     "TraceUnavailable",
     "TransitionNotAllowed",

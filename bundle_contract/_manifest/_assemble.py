@@ -17,8 +17,13 @@ from bundle_contract._manifest._paths import path_problem
 from bundle_contract._models import Model
 
 
-def file_row(root: Path, entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A complete file row for `entry` ({path, kind, mode?}) from the file under `root`."""
+def file_row(
+    root: Path, entry: Mapping[str, Any], known: tuple[int, str] | None = None
+) -> dict[str, Any]:
+    """A complete file row for `entry` ({path, kind, mode?}) from the file under `root`.
+
+    `known` is (bytes, sha256) from a caller that has just written the file and hashed it as
+    it did (the build): the file is then stat-checked, not read again."""
     relative = entry["path"]
     why = path_problem(relative)
     if why is not None:
@@ -29,7 +34,7 @@ def file_row(root: Path, entry: Mapping[str, Any]) -> dict[str, Any]:
             {"path": relative, "root": str(root)},
         )
     try:
-        facts = file_facts(root / relative)
+        facts = file_facts(root / relative, known)
     except OSError as exc:
         raise ArtifactFileUnusable(
             f"{relative!r} is not a readable regular file under {str(root)!r}: {exc}",
@@ -50,18 +55,25 @@ def file_row(root: Path, entry: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
-def assemble_artifact_manifest(root: str | Path, parts: Mapping[str, Any]) -> Model:
+def assemble_artifact_manifest(
+    root: str | Path,
+    parts: Mapping[str, Any],
+    *,
+    known: Mapping[str, tuple[int, str]] | None = None,
+) -> Model:
     """An ArtifactManifest model for the artifact under `root`.
 
     `parts` holds every top-level member but `manifestVersion` (always 6); its `files` member
     lists {path, kind, mode?} entries whose bytes and sha256 are computed from the disk.
     Raises ArtifactFileUnusable for a missing or irregular file or a symlink leading outside
-    `root`, and the parser's errors for anything else.
+    `root`, and the parser's errors for anything else. `known` maps paths to (bytes, sha256)
+    the caller computed while writing them (see `file_row`).
     """
+    known = known or {}
     root = Path(root)
     entries: Iterable[Mapping[str, Any]] = parts.get("files", ())
     data = {key: _plain(value) for key, value in parts.items() if key != "files"}
-    data["files"] = [file_row(root, entry) for entry in entries]
+    data["files"] = [file_row(root, entry, known.get(entry["path"])) for entry in entries]
     data["manifestVersion"] = MANIFEST_VERSION
     return checked_manifest(data)
 

@@ -27,12 +27,21 @@ def outside_root(root: Path, relative: str) -> bool:
     return not target.is_relative_to(root.resolve())
 
 
-def file_facts(path: Path) -> FileFacts:
-    """Size and digest of a regular file; raises OSError (IsADirectoryError, ...) otherwise."""
+def file_facts(path: Path, known: tuple[int, str] | None = None) -> FileFacts:
+    """Size and digest of a regular file; raises OSError (IsADirectoryError, ...) otherwise.
+
+    With `known` (bytes, sha256) the file is only stat-checked: the size must match."""
     stat = path.stat()
     # Checked before opening: opening a FIFO would block and a device could read forever.
     if not S_ISREG(stat.st_mode):
         raise OSError(f"{path} is not a regular file")
+    if known is not None and known[0] == stat.st_size:
+        return FileFacts(
+            bytes=known[0],
+            sha256=known[1],
+            executable=bool(stat.st_mode & 0o111),
+            mode=stat.st_mode & 0o777,
+        )
     digest = hashlib.sha256()
     size = 0
     with path.open("rb") as stream:

@@ -20,8 +20,10 @@ TOKEN_PREFIX = "bundle:path:"
 # A token ends at the end of the string, a "/" or any character that cannot continue a name,
 # so "bundle:path:plugin-root/bin/x" and "--dir=bundle:path:plugin-data" both resolve.
 _TOKEN = re.compile(r"bundle:path:([A-Za-z0-9_-]*)")
-# Decision: compiled and prebuilt servers are Node programs; the runtime floor says which node.
+# Decision: compiled and prebuilt servers are Node programs unless their launch record says
+# `runtime: python`; the runtime floor says which node or Python.
 NODE_COMMAND = "node"
+PYTHON_COMMAND = "python3"
 
 
 @dataclass(frozen=True)
@@ -53,13 +55,18 @@ def resolve_path_tokens(value: str, roots: PathTokenRoots) -> str:
     return _TOKEN.sub(lambda match: roots.value(match.group(1)), value)
 
 
-def stdio_server_entry(server: Model | dict[str, Any], roots: PathTokenRoots) -> dict[str, Any]:
-    """{command, args, env} a host uses to start one stdio MCP server row."""
+def stdio_server_entry(
+    server: Model | dict[str, Any], roots: PathTokenRoots, *, python: str = PYTHON_COMMAND
+) -> dict[str, Any]:
+    """{command, args, env} a host uses to start one stdio MCP server row.
+
+    A launch record with `runtime: python` runs under `python` (a development install passes
+    the interpreter the bundle was built with, which has its dependencies)."""
     if server["transport"] != "stdio":
         raise ValueError(f"server {server['name']!r} does not use the stdio transport")
     launch = server.get("launch")
     if launch is not None:
-        command = NODE_COMMAND
+        command = python if launch.get("runtime") == "python" else NODE_COMMAND
         args = [f"{TOKEN_PREFIX}plugin-root/{launch['entry']}", *launch.get("args", ())]
     else:
         command = server["command"]

@@ -49,14 +49,14 @@ def max_manifest_bytes() -> int:
     return maximum
 
 
-def parse_runtime_floor(floor: str) -> tuple[int, int, int]:
+def parse_runtime_floor(floor: str, runtime: str = "node") -> tuple[int, int, int]:
     """`"20.11"` -> (20, 11, 0); raises ManifestRuntimeFloorInvalid for anything else."""
     match = _FLOOR.fullmatch(floor)
     if match is None:
         raise ManifestRuntimeFloorInvalid(
-            f"runtime.node {floor!r} is not a version floor of the form major.minor[.patch]"
-            " (digits, no leading zeros)",
-            {"path": "$.runtime.node", "value": floor},
+            f"runtime.{runtime} {floor!r} is not a version floor of the form"
+            " major.minor[.patch] (digits, no leading zeros)",
+            {"path": f"$.runtime.{runtime}", "value": floor},
         )
     major, minor, patch = match.groups()
     return int(major), int(minor), int(patch or 0)
@@ -121,9 +121,10 @@ def check_values(data: Any) -> None:
                 f"{pointer}: sha256 {value!r} is not 64 lowercase hexadecimal digits",
                 {"path": pointer, "value": value},
             )
-    for _, value in locate(data, ("runtime", "node")):
-        if isinstance(value, str):
-            parse_runtime_floor(value)
+    for runtime in ("node", "python"):
+        for _, value in locate(data, ("runtime", runtime)):
+            if isinstance(value, str):
+                parse_runtime_floor(value, runtime)
 
 
 def check_schema(data: Any) -> None:

@@ -28,6 +28,7 @@ from werkzeug.wrappers import Request, Response
 
 # Each route group's handlers register themselves by route id on import: one import per group.
 import bundle_server.logs.handlers
+import bundle_server.project.handlers
 import bundle_server.receipts.handlers
 import bundle_server.sessions.handlers
 import bundle_server.trace.handlers
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
     from bundle_server.logs.hub import LogHub
+    from bundle_server.project.manager import ProjectLoop
     from bundle_server.sessions.pty import SessionManager
     from bundle_server.trace.hub import TraceHub
 
@@ -141,6 +143,7 @@ class BundleApp:
         handlers: Mapping[str, Handler],
         keepalive: float | None = None,
         sessions: SessionManager | None = None,
+        project: ProjectLoop | None = None,
         check_responses: bool = True,
     ) -> None:
         if keepalive is None:
@@ -159,6 +162,7 @@ class BundleApp:
             keepalive=keepalive,
             mounted=tuple(sorted(self._routes)),
             sessions=sessions,
+            project=project,
         )
         self._secrets = Secrets(port, session_token, receipt_token, tuple(dev_origins))
         unguarded = sorted(r["id"] for r in self._routes.values() if r["auth"] not in GUARDED_AUTH)
@@ -280,6 +284,7 @@ def create_app(
     handlers: Mapping[str, Handler] | None = None,
     keepalive: float | None = None,
     sessions: SessionManager | None = None,
+    project: ProjectLoop | None = None,
     check_responses: bool = True,
 ) -> BundleApp:
     """The WSGI app of the routes that have a handler (by default every registered one).
@@ -288,8 +293,9 @@ def create_app(
     `session_token` authorizes browser routes, `receipt_token` (a fresh random one when not
     given) the receipt route. `keepalive` overrides the NDJSON keep-alive interval (seconds;
     `stream-keepalive` by default); `sessions` is the host-session manager the session routes
-    use. With `check_responses`, every JSON response is held to its route's schema first (a
-    mismatch is a logged 500, never sent). Raises ValueError for a handler without a route
+    use, `project` the project loop the project routes read. With `check_responses`, every
+    JSON response is held to its route's schema first (a mismatch is a logged 500, never
+    sent). Raises ValueError for a handler without a route
     row or a route whose auth class has no guard yet.
     """
     from bundle_server._http.guard import new_token
@@ -305,5 +311,6 @@ def create_app(
         handlers=HANDLERS if handlers is None else handlers,
         keepalive=keepalive,
         sessions=sessions,
+        project=project,
         check_responses=check_responses,
     )

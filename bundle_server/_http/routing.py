@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from werkzeug.wrappers import Request
 
     from bundle_server.logs.hub import LogHub
+    from bundle_server.project.manager import ProjectLoop
     from bundle_server.sessions.pty import SessionManager
     from bundle_server.trace.hub import TraceHub
 
@@ -44,6 +45,8 @@ class ServerState:
     mounted: tuple[str, ...] = ()
     # The host sessions of this server; None where none can be started (an app for tests).
     sessions: SessionManager | None = None
+    # The project loop (builds, epochs, project events); None in an app for tests.
+    project: ProjectLoop | None = None
 
     def is_host_session(self, session_id: str) -> bool:
         """Whether `session_id` names a host session this server started (AB8266 if not)."""

@@ -10,6 +10,7 @@ receipts    the hook receipt route: Origin, bearer token, session ids, body limi
 streams     slow subscribers and keep-alives
 bounds      header count/size bounds and the header-read timeout
 sessions    host sessions: list, ids, bodies, lifecycle, input, resize, the SSE stream, the cap
+project     project status, the project event replay and stream, manual builds
 """
 
 from conformance.checks import (  # noqa: F401  (imported to register)
@@ -17,6 +18,7 @@ from conformance.checks import (  # noqa: F401  (imported to register)
     bounds,
     guard,
     logs,
+    project,
     receipts,
     responses,
     sessions,

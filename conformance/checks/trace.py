@@ -125,7 +125,16 @@ def trace_sequence(ctx: Context) -> None:
     ctx.note(f"{len(sequences)} entries numbered {sequences[0]}..{sequences[-1]} without a hole")
 
 
-CURSOR_ROUTES = ("trace.replay", "trace.stream", "logs.replay", "logs.stream")
+CURSOR_ROUTES = (
+    "trace.replay",
+    "trace.stream",
+    "logs.replay",
+    "logs.stream",
+    "project.events",
+    "project.stream",
+)
+# The requirement of each route family's cursor rule (SRV-006 is seed 000's, for them all).
+CURSOR_IDS = {"trace": ("TRACE-025",), "logs": (), "project": ("PRJ-004",)}
 
 
 def _cursor_reply(ctx: Context, route_id: str, raw: str) -> Reply:
@@ -134,15 +143,16 @@ def _cursor_reply(ctx: Context, route_id: str, raw: str) -> Reply:
         return opened.reply_head() if isinstance(opened, Stream) else opened
 
 
-@check("SRV-006", "TRACE-025", "TRACE-026", "TRACE-028")
+@check("SRV-006", "TRACE-025", "TRACE-026", "TRACE-028", "PRJ-004")
 def cursors(ctx: Context) -> None:
     """Cursors are non-negative safe integers: others are 400 BX3001, ahead ones 409 BX3002."""
     top = _expect.limit("cursor")
     malformed = ["-1", "abc", "1.5", "1e3", "", "0x10", "%2B1", "%201", str(top + 1), "9" * 40]
     for route_id in CURSOR_ROUTES:
-        on_trace = route_id.startswith("trace.")
-        status_ids = ("SRV-006", "TRACE-025") if on_trace else ("SRV-006",)
-        code_ids = ("TRACE-028",) if on_trace else ("SRV-006",)
+        family = route_id.partition(".")[0]
+        on_trace = family == "trace"
+        status_ids = ("SRV-006", *CURSOR_IDS[family])
+        code_ids = ("TRACE-028",) if on_trace else ("SRV-006", *CURSOR_IDS[family])
         for raw in malformed:
             _expect_code(
                 ctx,
@@ -153,7 +163,7 @@ def cursors(ctx: Context) -> None:
                 status_ids,
                 code_ids,
             )
-        ahead_ids = ("TRACE-026",) if on_trace else ("SRV-006",)
+        ahead_ids = ("TRACE-026",) if on_trace else ("SRV-006", *CURSOR_IDS[family])
         for raw in (str(top), str(_latest(ctx, route_id) + 1000)):
             _expect_code(
                 ctx,
@@ -174,7 +184,8 @@ def cursors(ctx: Context) -> None:
 
 
 def _latest(ctx: Context, route_id: str) -> int:
-    return latest(ctx, "trace.replay" if route_id.startswith("trace.") else "logs.replay")
+    replays = {"trace": "trace.replay", "logs": "logs.replay", "project": "project.events"}
+    return latest(ctx, replays[route_id.partition(".")[0]])
 
 
 def _expect_code(

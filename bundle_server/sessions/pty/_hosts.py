@@ -1,13 +1,14 @@
 """Which host kinds can be launched here, and with what command line.
 
 Theory of operation: spec/hosts.toml lists every host kind; those with a `[host.session]`
-table (host_a, host_b) can run in a host session, with a default `executable` and the
-`install_destination` of the bundle's host plugin. A project may override the command per
-host with the DevConfig `hosts` mapping (`{"host_a": {"executable": ..., "args": [...]}}`, a
-bare string meaning just the executable): tests launch a fake host program that way. An
-executable is resolved as a shell would: an absolute path must be an executable file, any
-other name is looked up on the PATH of the environment the child gets. HostAvailability
-reports the outcome per kind, without spawning anything.
+table (host_a, host_b) can run in a host session, with a default `executable` (the
+arguments that point it at a development install, `plugin_args`, are added by the manager).
+A project may override the command per host with the DevConfig `hosts` mapping
+(`{"host_a": {"executable": ..., "args": [...]}}`, a bare string meaning just the
+executable): tests launch a fake host program that way. An executable is resolved as a shell
+would: an absolute path must be an executable file, any other name is looked up on the PATH
+of the environment the child gets. HostAvailability reports the outcome per kind, without
+spawning anything.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ class Launch:
 
     host: str
     argv: tuple[str, ...]  # argv[0] is absolute
-    install_destination: str
 
 
 def host_kinds() -> list[str]:
@@ -75,7 +75,7 @@ def _resolve(host: str, overrides: Overrides, env: Mapping[str, str]) -> Launch 
     resolved = _which(executable, env)
     if resolved is None:
         return f"no executable {executable!r} on PATH"
-    return Launch(host, (resolved, *args), session["install_destination"])
+    return Launch(host, (resolved, *args))
 
 
 def resolve(host: str, overrides: Overrides, env: Mapping[str, str]) -> Launch:

@@ -14,14 +14,20 @@ Theory of operation:
   active" -> AB8264). A restart of a running session takes over that session's slot (the
   original is terminated first), so restarting never fails for want of a slot it frees.
 - Spawning: the host's command line comes from hosts.toml or the project's override
-  (`_hosts.py`), the environment is the server's (or `env`) plus `BUNDLE_DEV_SESSION=<id>`
-  (runtime.toml role `host-session-id`) and `TERM=xterm-256color` when none is set (the
-  Workbench's terminal), the working directory is the project root. The child leads its own
-  session and process group.
+  (`_hosts.py`), plus the arguments that point the host at its development install
+  (hosts.toml `plugin_args`) when `attach` names one; the environment is the server's (or
+  `env`) plus `BUNDLE_DEV_SESSION=<id>` (runtime.toml role `host-session-id`) and
+  `TERM=xterm-256color` when none is set (the Workbench's terminal), the working directory is
+  the project root. The child leads its own session and process group.
 - Prompt: an optional prompt is typed into the session right after the spawn, followed by a
   carriage return, as a person would type it and press Enter (a terminal's Enter key sends
   CR; a canonical-mode tty turns it into a newline). The host reads it when it first reads
   its terminal; a host that flushes pending input when it enters raw mode (TCSAFLUSH) loses it.
+- Attachment: `attach(host)` says what a new session launches with: the adopted epoch's id
+  and the plugin directory of its development install for that host, or (None, None) for a
+  bare project (no bundle config: the host runs without a plugin, authority epochId `none`).
+  It raises AB8263 when the project has a bundle but no install is attached for that host.
+  A running session keeps the install it started with; a restart takes the newest.
 - `close()` refuses new sessions (AB8265), waits for creates in flight, terminates every
   session, waits until nothing of any session is left, then stops the engine thread.
 """
@@ -42,10 +48,12 @@ from pathlib import Path
 from typing import Any
 
 from bundle_contract._generated.errors import (
+    HostNotLaunchable,
     MalformedSessionRequest,
     SessionNotFound,
     SessionServiceUnavailable,
 )
+from bundle_contract._host_plugin import plugin_args
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_contract._states import state_machine
@@ -94,6 +102,25 @@ def new_session_id() -> str:
     return prefix + "".join(secrets.choice(ID_ALPHABET) for _ in range(length))
 
 
+# host kind -> (adopted epoch id, plugin directory of its install), (None, None) when bare.
+Attach = Callable[[str], tuple[str | None, str | os.PathLike[str] | None]]
+# authority.epochId of a session in a bare project (HostSession.json says so).
+BARE_EPOCH = "none"
+
+
+def _bare(host: str) -> tuple[None, None]:
+    return None, None
+
+
+def unattached(host: str) -> HostNotLaunchable:
+    """AB8263 for a bundle project whose adopted epoch has no install for `host`."""
+    return HostNotLaunchable(
+        f"no development install of the bundle is attached for {host}: the project has not"
+        " built yet, its last build failed, or it does not target this host",
+        {"host": host},
+    )
+
+
 class SessionManager:
     """Host sessions of one development server (see the module docstring)."""
 
@@ -101,7 +128,7 @@ class SessionManager:
         self,
         project_root: str | os.PathLike[str],
         *,
-        epoch_id: str = "dev",
+        attach: Attach | None = None,
         executables: Overrides | None = None,
         env: Mapping[str, str] | None = None,
         publish: Publish | None = None,
@@ -111,7 +138,7 @@ class SessionManager:
     ) -> None:
         spec = get_spec()
         self.project_root = str(Path(project_root).resolve())
-        self.epoch_id = epoch_id
+        self._attach: Attach = attach or _bare
         self._overrides: Overrides = dict(executables or {})
         self._env = dict(env) if env is not None else None
         self._publish = publish
@@ -166,6 +193,17 @@ class SessionManager:
     def hosts(self) -> builtins.list[dict[str, Any]]:
         """HostAvailability for every host kind of hosts.toml."""
         return availability(self._overrides, self._child_env_base())
+
+    def set_executables(self, executables: Overrides) -> None:
+        """Replace the host executables new sessions launch (running ones keep theirs)."""
+        self._overrides = dict(executables)
+
+    def epochs_in_use(self) -> set[str]:
+        """Epoch ids of running sessions: their installs must stay while they run."""
+        with self._lock:
+            return {
+                s.record()["authority"]["epochId"] for s in self._sessions.values() if s.running
+            }
 
     def active_count(self) -> int:
         with self._lock:
@@ -331,6 +369,8 @@ class SessionManager:
         env = self._child_env_base()
         require_ptyprocess()
         launch = resolve(host, self._overrides, env)
+        epoch_id, plugin_dir = self._attach(host)
+        argv = launch.argv if plugin_dir is None else (*launch.argv, *plugin_args(host, plugin_dir))
         self._reserve(restart_of)
         try:
             if restart_of is not None:
@@ -338,8 +378,8 @@ class SessionManager:
                 self._wait_settled(restart_of)
             session = self._spawn(
                 launch.host,
-                launch.argv,
-                launch.install_destination,
+                argv,
+                (epoch_id or BARE_EPOCH, str(plugin_dir) if plugin_dir is not None else ""),
                 env,
                 cols=cols,
                 rows=rows,
@@ -359,7 +399,7 @@ class SessionManager:
         self,
         host: str,
         argv: tuple[str, ...],
-        install_destination: str,
+        attached: tuple[str, str],
         env: dict[str, str],
         *,
         cols: int,
@@ -390,8 +430,8 @@ class SessionManager:
             "rows": rows,
             "authority": {
                 "projectRoot": self.project_root,
-                "epochId": self.epoch_id,
-                "installDestination": install_destination,
+                "epochId": attached[0],
+                "installDestination": attached[1],
             },
         }
         if prompt is not None:

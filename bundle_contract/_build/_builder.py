@@ -1,0 +1,349 @@
+"""`build_project`: compile a bundle project into an artifact root, atomically.
+
+Theory of operation, in the order a build runs:
+
+1. scan and hash the project's sources (`_sources`, with the digest cache): the content
+   revision is known before any project code runs, so a started attempt can name it;
+2. load the config (`_config_file`: runs bundle.config.py or parses bundle.config.json) and
+   check its references (`_references`: imports handlers, parses compiled MCP servers);
+3. write everything into a staging directory beside the destination: the sources under
+   `src/`, compiled-server launchers, prebuilt payloads, and one plugin directory per target
+   (`_projection`); assemble bundle.manifest.json v6 from the files' known digests and check
+   the hooks documents against executables.hooks (AB6018);
+4. publish: rename the staging directory into place. An epoch directory is named by the
+   manifest's digest, so it appears whole or not at all, and an identical rebuild reuses it.
+
+Any problem fails the attempt with the problems found (Diagnostic records, the first one
+naming its file and line) and leaves no directory behind. Runs the project's code: call it in
+a build process (the `bundle-build` command or the development server's build worker).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bundle_contract._build._config_file import load_config
+from bundle_contract._build._diagnostics import diagnostic
+from bundle_contract._build._layout import Layout, layout
+from bundle_contract._build._projection import (
+    Projection,
+    launcher_path,
+    launcher_source,
+    mcp_rows,
+    payload_id,
+    payload_path,
+    write_projection,
+)
+from bundle_contract._build._references import check_config, project_imports
+from bundle_contract._build._sources import (
+    Copied,
+    DigestCache,
+    copy_sources,
+    digest_sources,
+    revision,
+    scan,
+    write_generated,
+)
+from bundle_contract._error_bases import ContractError
+from bundle_contract._generated.errors import HandlerUnreachable, SourceUnreadable
+from bundle_contract._manifest import (
+    MANIFEST_NAME,
+    assemble_artifact_manifest,
+    hook_wrapper_diagnostics,
+    serialize_artifact_manifest,
+)
+from bundle_contract._project import utc_timestamp
+
+COMPILER = "bundle-devkit"
+COMPILER_RECORD_VERSION = 1
+EPOCH_PREFIX = "ep_"
+EPOCH_ID_HEX = 16
+
+
+def _compiler_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bundle-devkit")
+    except PackageNotFoundError:  # a checkout used without installing it
+        return "0.0.0"
+
+
+@dataclass
+class BuildResult:
+    """What one build attempt produced: plain data, sent as JSON by the build worker."""
+
+    ok: bool
+    started_at: str
+    completed_at: str
+    source_revision: str
+    diagnostics: list[dict[str, Any]] = field(default_factory=list)
+    epoch: dict[str, Any] | None = None  # ArtifactEpoch, when ok
+    artifact: str | None = None  # the published artifact root, when ok
+    config: dict[str, Any] | None = None  # the resolved BundleConfig, when it loaded
+    duration_ms: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "startedAt": self.started_at,
+            "completedAt": self.completed_at,
+            "sourceRevision": self.source_revision,
+            "diagnostics": self.diagnostics,
+            "epoch": self.epoch,
+            "artifact": self.artifact,
+            "config": self.config,
+            "durationMs": self.duration_ms,
+        }
+
+
+def build_project(
+    project_root: str | os.PathLike[str],
+    out: Path | None = None,
+    *,
+    epochs: Path | None = None,
+    command: str = "build",
+    mode: str = "production",
+    selected_targets: Sequence[str] = (),
+    cache: DigestCache | None = None,
+    previous: Path | None = None,
+    python: str = sys.executable,
+    on_started: Callable[[str, str], None] | None = None,
+) -> BuildResult:
+    """Build the project at `project_root`; never raises for a problem of the project.
+
+    Exactly one of `out` (the artifact root to write, replaced atomically when it exists) and
+    `epochs` (a directory where the artifact is published as `<epoch id>/`). `previous` is an earlier artifact root whose unchanged
+    files are hard-linked rather than copied; `cache` keeps source digests between builds.
+    `on_started(started_at, source_revision)` is called once the sources are hashed.
+    """
+    clock = time.perf_counter()
+    started_at = utc_timestamp()
+    root = Path(project_root).resolve()
+    spec_layout = layout()
+    cache = cache if cache is not None else DigestCache()
+    result = BuildResult(ok=False, started_at=started_at, completed_at="", source_revision="")
+    staging: Path | None = None
+    try:
+        if (out is None) == (epochs is None):
+            raise ValueError("give exactly one of out= and epochs=")
+        sources = scan(root, spec_layout, exclude=out if out is not None else epochs)
+        digests = digest_sources(sources, cache)
+        result.source_revision = revision(digests)
+        if on_started is not None:
+            on_started(started_at, result.source_revision)
+        with project_imports(root):
+            config, config_name = load_config(
+                root, spec_layout, command=command, mode=mode, selected_targets=selected_targets
+            )
+            result.config = config
+            problems = check_config(root, config, config_name)
+        if problems:
+            raise _Failed(problems)
+        parent = out.parent if out is not None else epochs
+        assert parent is not None
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(_staging_dir(parent))
+        epoch, warnings = _write_artifact(
+            staging,
+            root,
+            config,
+            sources,
+            digests,
+            previous,
+            spec_layout,
+            python,
+            source_revision=result.source_revision,
+        )
+        final = out if out is not None else parent / epoch["id"]
+        _publish(staging, final)
+        staging = None
+        epoch["manifestPath"] = str(final / MANIFEST_NAME)
+        epoch["createdAt"] = utc_timestamp()
+        result.epoch = epoch
+        result.artifact = str(final)
+        result.diagnostics = warnings
+        result.ok = True
+    except _Failed as failure:
+        result.diagnostics = [diagnostic(problem) for problem in failure.problems]
+    except ContractError as error:
+        result.diagnostics = [diagnostic(error)]
+    except OSError as error:
+        # The destination or the staging area cannot be written: not the project's sources.
+        where = getattr(error, "filename", None) or "artifact"
+        result.diagnostics = [
+            diagnostic(SourceUnreadable(f"{where}: {error.strerror or error}", {"path": "."}))
+        ]
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+    result.completed_at = utc_timestamp()
+    result.duration_ms = round((time.perf_counter() - clock) * 1000, 3)
+    return result
+
+
+class _Failed(Exception):
+    def __init__(self, problems: list[ContractError]) -> None:
+        super().__init__(f"{len(problems)} problems")
+        self.problems = problems
+
+
+def _staging_dir(parent: Path) -> str:
+    name = f".staging-{os.getpid()}-{os.urandom(4).hex()}"
+    path = parent / name
+    path.mkdir(mode=0o755)
+    return str(path)
+
+
+def _write_artifact(
+    staging: Path,
+    project_root: Path,
+    config: Mapping[str, Any],
+    sources: list[Any],
+    digests: Mapping[str, str],
+    previous: Path | None,
+    spec_layout: Layout,
+    python: str,
+    *,
+    source_revision: str,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    previous_digests = _previous_digests(previous)
+    files: list[tuple[Copied, str]] = []
+    copied = copy_sources(
+        sources, digests, staging, spec_layout.sources, previous, previous_digests
+    )
+    files += [(item, "bundle") for item in copied]
+    for server in config.get("mcpServers", []):
+        if server["kind"] == "compiled":
+            text = launcher_source(server["server"], spec_layout.sources)
+            relative = launcher_path(spec_layout, server["name"])
+            files.append((write_generated(staging, relative, text.encode(), executable=True), "generated"))
+    payloads = []
+    for prebuilt in config.get("prebuilts", []):
+        folder = project_root / prebuilt["directory"]
+        base = payload_path(prebuilt["directory"])
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            relative = f"{base}/{path.relative_to(folder).as_posix()}"
+            content = path.read_bytes()
+            files.append((write_generated(staging, relative, content, executable=False), "prebuilt"))
+        payload: dict[str, Any] = {"id": payload_id(prebuilt["directory"]), "path": base}
+        if prebuilt["packages"]:
+            payload["runtimeDependencies"] = list(prebuilt["packages"])
+        payloads.append(payload)
+    servers = mcp_rows(config, spec_layout)
+    projections: list[Projection] = [
+        write_projection(staging, project_root, host, config, servers, spec_layout, python=python)
+        for host in config["targets"]
+    ]
+    for projection in projections:
+        files += projection.files
+    parts = {
+        "application": dict(config["application"]),
+        "compiler": {
+            "name": COMPILER,
+            "recordVersion": COMPILER_RECORD_VERSION,
+            "version": _compiler_version(),
+        },
+        "distribution": {"channels": ["local"], "payloads": payloads},
+        "executables": {
+            "bins": [],
+            "hooks": [row for p in projections for row in p.hooks],
+            "mcpServers": servers,
+            "scripts": [],
+        },
+        "files": [{"path": item.relative, "kind": kind} for item, kind in files],
+        "projections": [
+            {"target": p.host, "root": p.root}
+            | ({"pluginManifest": p.plugin_manifest} if p.plugin_manifest else {})
+            for p in projections
+        ],
+        "routes": [
+            {"id": route["id"], "event": route["families"][0], "path": _module_path(route, spec_layout)}
+            for route in config.get("routes", [])
+        ],
+        "runtime": {"python": f"{sys.version_info.major}.{sys.version_info.minor}"},
+    }
+    known = {item.relative: (item.bytes, item.sha256) for item, _ in files}
+    manifest = assemble_artifact_manifest(staging, parts, known=known)
+    documents = {doc: wrappers for p in projections for doc, wrappers in p.documents.items()}
+    wrapper_problems = hook_wrapper_diagnostics(manifest, documents)
+    if wrapper_problems:
+        raise _Failed(list(wrapper_problems))
+    manifest_bytes = serialize_artifact_manifest(manifest)
+    (staging / MANIFEST_NAME).write_bytes(manifest_bytes)
+    target_digests = {
+        p.host: _digest_rows((item.relative, item.sha256) for item, _ in p.files) for p in projections
+    }
+    model = {
+        "config": config,
+        "hooks": [row for p in projections for row in p.hooks],
+        "mcpServers": servers,
+        "unreachable": {p.host: p.unreachable for p in projections if p.unreachable},
+    }
+    warnings = [
+        diagnostic(HandlerUnreachable(why, {"path": p.root}), "warning")
+        for p in projections
+        for why in p.unreachable
+    ]
+    epoch: dict[str, Any] = {
+        "id": EPOCH_PREFIX + hashlib.sha256(manifest_bytes).hexdigest()[:EPOCH_ID_HEX],
+        "configDigest": _digest_json(config),
+        "modelDigest": _digest_json(model),
+        "projectRevision": source_revision,
+        "targetDigests": target_digests,
+        "diagnostics": {"errors": 0, "infos": 0, "warnings": len(warnings)},
+        "packageName": config["application"]["id"],
+        "packageVersion": config["application"]["version"],
+    }
+    return epoch, warnings
+
+
+def _module_path(route: Mapping[str, Any], spec_layout: Layout) -> str:
+    module = route["handler"].partition(":")[0]
+    return f"{spec_layout.sources}/{module.replace('.', '/')}.py"
+
+
+def _previous_digests(previous: Path | None) -> dict[str, str]:
+    if previous is None:
+        return {}
+    try:
+        data = json.loads((previous / MANIFEST_NAME).read_bytes())
+        return {row["path"]: row["sha256"] for row in data["files"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}  # no usable previous epoch: everything is copied
+
+
+def _digest_json(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _digest_rows(rows: Any) -> str:
+    hasher = hashlib.sha256()
+    for relative, digest in sorted(rows):
+        hasher.update(f"{relative}\0{digest}\n".encode())
+    return "sha256:" + hasher.hexdigest()
+
+
+def _publish(staging: Path, final: Path) -> None:
+    """Rename `staging` to `final`; an existing `final` is replaced, never left half-written."""
+    if final.exists():
+        if final.name.startswith(EPOCH_PREFIX):
+            # Epochs are named by their manifest digest: the same name is the same content.
+            shutil.rmtree(staging, ignore_errors=True)
+            return
+        aside = final.with_name(f".{final.name}.old-{os.urandom(4).hex()}")
+        os.rename(final, aside)
+        os.rename(staging, final)
+        shutil.rmtree(aside, ignore_errors=True)
+        return
+    os.rename(staging, final)

@@ -1,0 +1,65 @@
+"""`bundle-build`: build a bundle project into an artifact root.
+
+    bundle-build PROJECT [--out DIR] [--json]
+
+Exit status 0 when the artifact was written, 1 when the build failed (one line per problem,
+`error BX4703 hooks/guard.py:3: ...`), 2 for a usage error. `--json` prints the BuildResult
+instead. Without --out the artifact goes to PROJECT/.bundle/artifact. Source digests are
+cached in the project's state directory, so a rebuild reads only what changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from bundle_contract._build._builder import build_project
+from bundle_contract._build._layout import layout
+from bundle_contract._build._sources import DigestCache
+
+CACHE_FILE = "digests.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="bundle-build", description="Build a bundle project into an artifact root."
+    )
+    parser.add_argument("project", help="the project directory (holding bundle.config.py/json)")
+    parser.add_argument("--out", help="the artifact root to write (default PROJECT/.bundle/artifact)")
+    parser.add_argument("--json", action="store_true", help="print the build result as JSON")
+    args = parser.parse_args(argv)
+    project = Path(args.project)
+    if not project.is_dir():
+        parser.error(f"not a directory: {project}")
+    spec_layout = layout()
+    out = Path(args.out) if args.out else project / spec_layout.default_out
+    state = spec_layout.state_dir(project.resolve(), os.environ)
+    cache_path = state / CACHE_FILE
+    cache = DigestCache.load(cache_path)
+    result = build_project(project, out.absolute(), cache=cache, previous=out.absolute())
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        cache.save(cache_path)
+    except OSError:
+        pass  # a read-only state root costs the next build its cache, nothing more
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    elif result.ok:
+        assert result.epoch is not None
+        print(f"built {result.epoch['id']} in {result.duration_ms:.0f} ms: {result.artifact}")
+    for problem in result.diagnostics:
+        if not args.json:
+            stream = sys.stdout if problem["severity"] != "error" else sys.stderr
+            print(_line(problem), file=stream)
+    return 0 if result.ok else 1
+
+
+def _line(problem: dict[str, object]) -> str:
+    return f"{problem['severity']} {problem['code']} {problem['message']}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""Build findings as Diagnostic.json records, and where in the project an exception points."""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from bundle_contract._error_bases import ContractError
+
+
+def diagnostic(error: ContractError, severity: str = "error") -> dict[str, Any]:
+    """`{code, severity, message, path?, line?}` of a contract error raised by the build."""
+    record: dict[str, Any] = {"code": error.code, "severity": severity, "message": error.message}
+    path = error.details.get("path")
+    if isinstance(path, str) and path:
+        record["path"] = path
+    line = error.details.get("line")
+    if isinstance(line, int) and line >= 1:
+        record["line"] = line
+    return record
+
+
+def project_location(root: Path, tb: TracebackType | None) -> tuple[str, int] | None:
+    """(project-relative file, line) of the innermost frame of `tb` inside the project.
+
+    An exception raised deep in a library called by the project's code is reported where the
+    project's code made the call: that is the line its author can change.
+    """
+    found: tuple[str, int] | None = None
+    resolved = root.resolve()
+    for frame, line in traceback.walk_tb(tb):
+        filename = frame.f_code.co_filename
+        try:
+            relative = Path(filename).resolve().relative_to(resolved)
+        except (ValueError, OSError):
+            continue
+        found = (relative.as_posix(), line)
+    return found
+
+
+def syntax_location(root: Path, error: SyntaxError) -> tuple[str, int] | None:
+    """(project-relative file, line) of a SyntaxError raised while compiling project code."""
+    if not error.filename:
+        return None
+    try:
+        relative = Path(error.filename).resolve().relative_to(root.resolve())
+    except (ValueError, OSError):
+        return None
+    return relative.as_posix(), error.lineno or 1
+
+
+def describe(error: BaseException) -> str:
+    """`ValueError: message`, or the class name alone when the message is empty."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    name = type(error).__name__
+    return f"{name}: {text}" if text else name

@@ -1,0 +1,80 @@
+"""Where a project keeps what, read once from spec/runtime.toml ([project], [artifact], [state]).
+
+One frozen `Layout` so the build, the watcher and the server agree on the config file names,
+the ignored directories, the artifact's own layout and the state root without restating them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from bundle_contract._spec import get_spec, plain
+
+
+@dataclass(frozen=True)
+class Layout:
+    config_files: tuple[str, ...]
+    ignored_directories: frozenset[str]
+    ignored_suffixes: tuple[str, ...]
+    sources: str  # inside the artifact root: the project's modules
+    skills: str  # inside a plugin directory: one directory per skill
+    plugins: str  # inside the artifact root: "hosts/{host}"
+    wrappers: str  # inside a plugin directory: the generated hook wrappers
+    mcp_launchers: str  # inside the artifact root: generated compiled-server launchers
+    default_out: str  # inside the project: where `bundle-build` writes without --out
+    state_default: str
+    state_per_project: str
+    epochs: str
+    installs: str
+    state_variable: str
+
+    def plugin_dir(self, host: str) -> str:
+        """The artifact-relative plugin directory of one host kind, e.g. `hosts/host_a`."""
+        return self.plugins.format(host=host)
+
+    def ignored(self, relative: str) -> bool:
+        """Whether a project-relative POSIX path is never a bundle source."""
+        parts = relative.split("/")
+        if any(part in self.ignored_directories for part in parts[:-1]):
+            return True
+        name = parts[-1]
+        return name in self.ignored_directories or name.endswith(self.ignored_suffixes)
+
+    def state_dir(self, project_root: Path, environ: os._Environ[str] | dict[str, str]) -> Path:
+        """The project's state directory: BUNDLE_STATE_ROOT/<name>-<digest>, else
+        <project>/.bundle/state (runtime.toml [state])."""
+        override = environ.get(self.state_variable)
+        if not override:
+            return project_root / self.state_default
+        digest = hashlib.sha256(os.fsencode(project_root)).hexdigest()[:12]
+        name = re.sub(r"[^A-Za-z0-9._-]+", "-", project_root.name).strip("-.") or "project"
+        return Path(override) / self.state_per_project.format(name=name[:40], digest=digest)
+
+
+@cache
+def layout() -> Layout:
+    """The layout of spec/runtime.toml."""
+    spec = get_spec()
+    runtime = plain(spec.tables["runtime"])
+    project, artifact, state = runtime["project"], runtime["artifact"], runtime["state"]
+    return Layout(
+        config_files=tuple(project["config_files"]),
+        ignored_directories=frozenset(project["ignored_directories"]),
+        ignored_suffixes=tuple(project["ignored_suffixes"]),
+        sources=artifact["sources"],
+        skills=artifact["skills"],
+        plugins=artifact["plugins"],
+        wrappers=artifact["wrappers"],
+        mcp_launchers=artifact["mcp_launchers"],
+        default_out=artifact["default_out"],
+        state_default=state["default"],
+        state_per_project=state["per_project"],
+        epochs=state["epochs"],
+        installs=state["installs"],
+        state_variable=spec.variable("state-root"),
+    )

@@ -1,0 +1,73 @@
+"""`bundle-devkit new DIR`: a working bundle project from the template, ready for `bundle-server`.
+
+The template is the example project the repository serves with `make run`
+(examples/safe-shell); the wheel carries it as `bundle_contract/template`, the way it carries
+spec/. One copy of the example means the scaffold is always a project the tests build and run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from bundle_contract._build._layout import layout
+
+TEMPLATE_ID = "safe-shell"
+TEMPLATE_NAME = "Safe shell"
+CONFIG = "bundle.config.py"
+
+
+def template_root() -> Path:
+    """Where the template lives: inside the installed package, or in a checkout's examples/."""
+    packaged = Path(__file__).resolve().parent.parent / "template"
+    if packaged.is_dir():
+        return packaged
+    checkout = Path(__file__).resolve().parents[2] / "examples" / TEMPLATE_ID
+    if checkout.is_dir():
+        return checkout
+    raise FileNotFoundError(f"no project template at {packaged} or {checkout}")
+
+
+def new_project(directory: Path) -> Path:
+    """Copy the template into `directory` (absent or empty), named after the directory."""
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise FileExistsError(f"{directory} exists and is not an empty directory")
+    source = template_root()
+    spec_layout = layout()
+    directory.mkdir(parents=True, exist_ok=True)
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source).as_posix()
+        if path.is_dir() or spec_layout.ignored(relative):
+            continue
+        target = directory / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    slug = re.sub(r"[^a-z0-9]+", "-", directory.resolve().name.lower()).strip("-") or "bundle"
+    config = directory / CONFIG
+    text = config.read_text(encoding="utf-8")
+    text = text.replace(f'"id": "{TEMPLATE_ID}"', f'"id": "{slug}"', 1)
+    text = text.replace(f'"name": "{TEMPLATE_NAME}"', f'"name": "{slug.replace("-", " ").capitalize()}"', 1)
+    config.write_text(text, encoding="utf-8")
+    return directory
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bundle-devkit", description="Bundle project tools.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    new = commands.add_parser("new", help="create a bundle project from the template")
+    new.add_argument("directory", help="where to create it (absent or empty)")
+    args = parser.parse_args(argv)
+    try:
+        created = new_project(Path(args.directory))
+    except (FileExistsError, FileNotFoundError, OSError) as error:
+        print(f"bundle-devkit: {error}", file=sys.stderr)
+        return 2
+    print(f"created {created}\n\n  bundle-server {created}\n\nthen open the Workbench URL it prints.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

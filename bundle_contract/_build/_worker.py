@@ -1,0 +1,186 @@
+"""The build worker: a warm process that forks one child per build.
+
+    python -m bundle_contract._build._worker PROJECT_ROOT EPOCHS_DIR CACHE_FILE
+
+The development server never runs project code itself. It starts this worker once; the worker
+imports the build (jsonschema, the compiled validators, the spec: ~0.3 s) and then waits for
+requests, one JSON line each on stdin: `{"id": N, "previous": PATH-or-null}`. For each it
+forks: the child starts from the warm state, loads the project's code fresh (nothing of an
+earlier build's modules survives into the next), builds into EPOCHS_DIR and exits. A build
+therefore costs a fork, not an interpreter start, and a config or handler module that hangs,
+crashes or calls os._exit takes only its child down.
+
+Replies are JSON lines on stdout: `{"id": N, "event": "started", "startedAt", "sourceRevision"}`
+once the sources are hashed, then `{"id": N, "event": "finished", "result": BuildResult}`. The
+child writes its replies to a private copy of the reply pipe and points its own stdout at
+stderr first, so whatever project code prints cannot corrupt the protocol; stderr is the
+server's to log. A child that dies or outlives the build-time limit is answered for by the
+parent with a failed result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bundle_contract._build._builder import BuildResult, build_project
+from bundle_contract._build._sources import DigestCache
+from bundle_contract._generated.errors import BuildFailed
+from bundle_contract._project import utc_timestamp
+from bundle_contract._spec import get_spec
+
+POLL_SECONDS = 0.05
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 3:
+        print("usage: python -m bundle_contract._build._worker PROJECT EPOCHS CACHE", file=sys.stderr)
+        return 2
+    project, epochs, cache_file = (Path(a) for a in args)
+    limit_seconds = get_spec().limit("build-time")["maximum"] / 1000
+    replies = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)  # the worker's own prints, and anything else, go to stderr
+    _reply(replies, {"event": "ready", "pid": os.getpid()})
+    for line in sys.stdin:
+        try:
+            request = json.loads(line)
+            request_id = int(request["id"])
+            previous = request.get("previous")
+        except (ValueError, KeyError, TypeError):
+            continue  # the server writes these lines; a bad one is a bug, not a build
+        _serve(replies, request_id, project, epochs, cache_file, previous, limit_seconds)
+    return 0
+
+
+def _serve(
+    replies: Any,
+    request_id: int,
+    project: Path,
+    epochs: Path,
+    cache_file: Path,
+    previous: str | None,
+    limit_seconds: float,
+) -> None:
+    read_fd, write_fd = os.pipe()
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # the child: build once, reply, and leave without running any cleanup
+        os.close(read_fd)
+        status = 1
+        try:
+            status = _child(write_fd, request_id, project, epochs, cache_file, previous)
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    finished = False
+    pending = b""
+    deadline = started + limit_seconds
+    with os.fdopen(read_fd, "rb", buffering=0) as reader:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                os.kill(pid, signal.SIGKILL)
+                break
+            ready, _, _ = select.select([reader], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            chunk = reader.read(65536)
+            if not chunk:
+                break
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for raw in lines:
+                replies.write(raw.decode("utf-8") + "\n")
+                finished = finished or _is_finished(raw)
+    _, status = os.waitpid(pid, 0)
+    if not finished:
+        why = (
+            f"the build ran longer than {limit_seconds:g} s and was stopped"
+            if time.monotonic() >= deadline
+            else f"the build process died ({_exit_text(status)})"
+        )
+        _reply(replies, {"id": request_id, "event": "finished", "result": _died(why)})
+
+
+def _child(
+    write_fd: int,
+    request_id: int,
+    project: Path,
+    epochs: Path,
+    cache_file: Path,
+    previous: str | None,
+) -> int:
+    os.dup2(2, 1)  # project code that prints writes to the log, not into the replies
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)  # and project code that reads stdin cannot take the next request
+    os.close(null)
+    replies = os.fdopen(write_fd, "w", buffering=1, encoding="utf-8")
+    cache = DigestCache.load(cache_file)
+
+    def started(started_at: str, source_revision: str) -> None:
+        _reply(
+            replies,
+            {
+                "id": request_id,
+                "event": "started",
+                "startedAt": started_at,
+                "sourceRevision": source_revision,
+            },
+        )
+
+    result = build_project(
+        project,
+        epochs=epochs,
+        command="dev",
+        mode="development",
+        cache=cache,
+        previous=Path(previous) if previous else None,
+        on_started=started,
+    )
+    try:
+        cache.save(cache_file)
+    except OSError:
+        pass  # the next build hashes again; nothing is wrong with this one
+    _reply(replies, {"id": request_id, "event": "finished", "result": result.to_json()})
+    replies.flush()
+    return 0
+
+
+def _is_finished(raw: bytes) -> bool:
+    try:
+        return bool(json.loads(raw).get("event") == "finished")
+    except (ValueError, AttributeError):
+        return False
+
+
+def _died(why: str) -> dict[str, Any]:
+    now = utc_timestamp()
+    error = BuildFailed(why)
+    return BuildResult(
+        ok=False,
+        started_at=now,
+        completed_at=now,
+        source_revision="",
+        diagnostics=[{"code": error.code, "severity": "error", "message": why}],
+    ).to_json()
+
+
+def _exit_text(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"signal {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
+
+
+def _reply(stream: Any, message: dict[str, Any]) -> None:
+    stream.write(json.dumps(message, separators=(",", ":")) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

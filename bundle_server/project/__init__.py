@@ -1,0 +1,1 @@
+"""The project loop: builds, epochs, development installs, project events and their routes."""

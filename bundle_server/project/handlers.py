@@ -1,0 +1,48 @@
+"""The project routes (`project.status`, `project.events`, `project.stream`,
+`project.builds`), registered by route id; the loop they read is `project.manager.ProjectLoop`
+and the events come from its `project.hub.ProjectHub`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from werkzeug.wrappers import Response
+
+from bundle_contract._generated.errors import TraceUnavailable
+from bundle_server._http.routing import Call, Encoded, Reply, handler
+from bundle_server._streams.ndjson import ndjson_stream
+from bundle_server.project.manager import ProjectLoop
+
+
+def _loop(call: Call) -> ProjectLoop:
+    loop = call.state.project
+    if loop is None:
+        raise TraceUnavailable("this server has no project loop")
+    return loop
+
+
+@handler("project.status")
+def project_status(call: Call) -> dict[str, Any]:
+    """The live ProjectStatus."""
+    return _loop(call).status()
+
+
+@handler("project.events")
+def project_events(call: Call) -> Encoded:
+    """Project events after the `after` cursor, with ProjectReplayGap when history was dropped."""
+    replay, body = _loop(call).hub.replay_encoded(call.query["after"])
+    return Encoded(200, body, replay)
+
+
+@handler("project.stream")
+def project_stream(call: Call) -> Response:
+    """NDJSON project events: the gap, the replay, then live events and keep-alives."""
+    return ndjson_stream(_loop(call).hub, call.query["after"], call.state.keepalive)
+
+
+@handler("project.builds")
+def project_builds(call: Call) -> Reply:
+    """A manual invalidation (202); the build's outcome arrives as project events."""
+    invalidation = _loop(call).invalidate("manual", call.body.get("paths", []))
+    return Reply(202, {"invalidation": invalidation})

@@ -1,0 +1,39 @@
+"""The safe-shell bundle: refuses destructive shell commands before a coding agent runs them."""
+
+from bundle_contract import define_config, define_skill
+
+config = define_config(
+    {
+        "application": {
+            "id": "safe-shell",
+            "name": "Safe shell",
+            "version": "0.1.0",
+            "description": "Stops a coding agent from running destructive shell commands.",
+        },
+        "targets": ["host_a", "host_b"],
+        "hooks": {
+            "sessionStart": "safe_shell.hooks:session_start",
+            "beforeTool": {"handler": "safe_shell.hooks:before_tool", "timeout": 5},
+            "stop": "safe_shell.hooks:stop",
+        },
+        "routes": [
+            {
+                "id": "stop-review",
+                "handler": "safe_shell.routes:stop_review",
+                "families": ["stop"],
+            }
+        ],
+        "mcpServers": [
+            {"name": "safe-shell", "kind": "compiled", "server": "safe_shell.server:server"}
+        ],
+        "skills": [
+            define_skill(
+                {
+                    "name": "shell-safety",
+                    "description": "How to run shell commands this bundle will not refuse.",
+                    "directory": "skills/shell-safety",
+                }
+            )
+        ],
+    }
+)

@@ -1,0 +1,403 @@
+"""The build: a bundle project compiled into an artifact root (bundle_contract._build)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _projects import EXAMPLE, config, copy_example, write_project
+
+from bundle_contract import inspect_artifact, read_artifact_manifest, validate
+from bundle_contract._build import DigestCache, build_project
+from bundle_contract._build import _projection as projection_module
+
+NATIVE_DENY = {
+    "session_id": "s1",
+    "tool_name": "Bash",
+    "tool_input": {"command": "rm -rf /"},
+    "tool_use_id": "t1",
+    "cwd": "/tmp",
+}
+
+
+def only_error(result: object) -> dict[str, object]:
+    diagnostics = [d for d in result.diagnostics if d["severity"] == "error"]  # type: ignore[attr-defined]
+    assert not result.ok and len(diagnostics) == 1, result.diagnostics  # type: ignore[attr-defined]
+    return diagnostics[0]
+
+
+def test_the_example_builds_into_a_manifest_that_reads_ok_and_inspects_clean(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "artifact"
+    result = build_project(copy_example(tmp_path / "p"), out)
+    assert result.ok, result.diagnostics
+    read = read_artifact_manifest(out)
+    assert read.status == "ok", read
+    inspection = inspect_artifact(out)
+    assert inspection.ok, inspection
+    epoch = result.epoch
+    assert epoch is not None
+    validate("ArtifactEpoch.json", epoch)
+    assert epoch["id"].startswith("ep_")
+    assert sorted(epoch["targetDigests"]) == ["host_a", "host_b"]
+    assert epoch["projectRevision"] == result.source_revision
+    assert epoch["manifestPath"] == str(out / "bundle.manifest.json")
+
+
+def test_each_hooks_document_names_exactly_the_manifests_hook_rows(tmp_path: Path) -> None:
+    out = tmp_path / "artifact"
+    assert build_project(copy_example(tmp_path / "p"), out).ok
+    manifest = json.loads((out / "bundle.manifest.json").read_text())
+    for host in ("host_a", "host_b"):
+        rows = sorted(r["path"] for r in manifest["executables"]["hooks"] if r["host"] == host)
+        document = next((out / "hosts" / host).glob("hooks/hooks.json")).read_bytes()
+        named = sorted(
+            f"hosts/{host}/{w}" for w in projection_module.named_wrappers(host, document)
+        )
+        assert named == rows and len(rows) == 3
+
+
+def test_a_built_wrapper_denies_in_the_hosts_native_format(tmp_path: Path) -> None:
+    out = tmp_path / "artifact"
+    assert build_project(copy_example(tmp_path / "p"), out).ok
+    wrapper = out / "hosts" / "host_a" / "hooks" / "PreToolUse"
+    done = subprocess.run(
+        [str(wrapper)],
+        input=json.dumps(NATIVE_DENY).encode(),
+        capture_output=True,
+        timeout=30,
+        env={k: v for k, v in os.environ.items() if not k.startswith("BUNDLE_")},
+    )
+    assert done.returncode == 0
+    answer = json.loads(done.stdout)["hookSpecificOutput"]
+    assert answer["permissionDecision"] == "deny"
+    assert "deletes the filesystem root" in answer["permissionDecisionReason"]
+
+
+def test_a_rebuild_reads_only_the_files_whose_stat_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = copy_example(tmp_path / "p")
+    for path in project.rglob("*"):  # older than the racy window, so the cache may vouch
+        if path.is_file():
+            os.utime(path, ns=(10**18, 10**18))
+    from bundle_contract._build import _sources
+
+    real = _sources._hash
+    read: list[str] = []
+
+    def counting(source):  # type: ignore[no-untyped-def]
+        read.append(source.relative)
+        return real(source)
+
+    monkeypatch.setattr(_sources, "_hash", counting)
+    cache = DigestCache()
+    first = build_project(project, epochs=tmp_path / "epochs", cache=cache)
+    assert first.ok and first.epoch is not None
+    assert "safe_shell/rules.py" in read
+    read.clear()
+    same = build_project(
+        project, epochs=tmp_path / "epochs", cache=cache, previous=Path(first.artifact or "")
+    )
+    assert same.ok and same.epoch is not None and read == []
+    assert same.epoch["id"] == first.epoch["id"]  # named by content: the same epoch
+    hooks = project / "safe_shell" / "hooks.py"
+    hooks.write_text(hooks.read_text() + "\n# edited\n")
+    os.utime(hooks, ns=(10**18 + 1, 10**18 + 1))
+    edited = build_project(
+        project, epochs=tmp_path / "epochs", cache=cache, previous=Path(first.artifact or "")
+    )
+    assert edited.ok and edited.epoch is not None and read == ["safe_shell/hooks.py"]
+    assert edited.epoch["id"] != first.epoch["id"]
+
+
+def test_an_edit_makes_a_new_epoch_and_unchanged_files_are_hard_links(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "p")
+    epochs = tmp_path / "epochs"
+    cache = DigestCache()
+    first = build_project(project, epochs=epochs, cache=cache)
+    assert first.ok and first.epoch is not None and first.artifact is not None
+    handlers = project / "handlers.py"
+    handlers.write_text(handlers.read_text() + "\n# edited\n")
+    second = build_project(project, epochs=epochs, cache=cache, previous=Path(first.artifact))
+    assert second.ok and second.epoch is not None and second.artifact is not None
+    assert second.epoch["id"] != first.epoch["id"]
+    assert second.source_revision != first.source_revision
+    config_copy = Path(second.artifact) / "src" / "bundle.config.json"
+    assert config_copy.stat().st_nlink >= 2  # shared with the first epoch
+    assert (Path(second.artifact) / "src" / "handlers.py").stat().st_nlink == 1
+    assert Path(first.artifact).is_dir()  # an old epoch is never touched by a new build
+
+
+def test_a_project_path_with_spaces_and_non_ascii_builds_and_its_wrappers_run(
+    tmp_path: Path,
+) -> None:
+    project = write_project(tmp_path / "my bündle ✓")
+    out = tmp_path / "out dir é"
+    result = build_project(project, out)
+    assert result.ok, result.diagnostics
+    done = subprocess.run(
+        [str(out / "hosts" / "host_b" / "hooks" / "PreToolUse")],
+        input=json.dumps(NATIVE_DENY).encode(),
+        capture_output=True,
+        timeout=30,
+    )
+    assert done.returncode == 0 and b"no recursive deletes" in done.stdout
+
+
+def test_no_staging_directory_is_left_when_a_build_fails(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "p", config(hooks={"beforeTool": "handlers:missing"}))
+    result = build_project(project, epochs=tmp_path / "epochs")
+    assert not result.ok
+    assert not (tmp_path / "epochs").exists() or not list((tmp_path / "epochs").iterdir())
+
+
+# --- bad input: each a failed attempt with one readable error, nothing published ---
+
+
+def test_a_syntax_error_in_a_handler_module_names_its_file_and_line(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "p", files={"handlers.py": "def before_tool(:\n    pass\n"})
+    error = only_error(build_project(project, tmp_path / "out"))
+    assert error["code"] == "BX4703"
+    assert error["path"] == "handlers.py" and error["line"] == 1
+    assert str(error["message"]).startswith("handlers.py:1: SyntaxError")
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_import_error_in_a_handler_module_names_the_importing_line(tmp_path: Path) -> None:
+    body = "import os\nimport no_such_module_anywhere\n\ndef before_tool(p, c):\n    return None\n"
+    project = write_project(tmp_path / "p", files={"handlers.py": body})
+    error = only_error(build_project(project, tmp_path / "out"))
+    assert error["code"] == "BX4703" and error["path"] == "handlers.py" and error["line"] == 2
+    assert "ModuleNotFoundError" in str(error["message"])
+
+
+def test_a_reference_to_a_missing_function_names_the_config_member(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "p", config(hooks={"stop": "handlers:on_stop"}))
+    error = only_error(build_project(project, tmp_path / "out"))
+    assert error["code"] == "BX4703"
+    assert "hooks.stop" in str(error["message"]) and "on_stop" in str(error["message"])
+
+
+def test_a_reference_outside_the_project_is_refused(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "p", config(hooks={"stop": "json:loads"}))
+    assert only_error(build_project(project, tmp_path / "out"))["code"] == "BX4703"
+
+
+def test_a_config_factory_that_raises_names_its_line(tmp_path: Path) -> None:
+    source = """
+        from bundle_contract import define_config
+
+        def make(context):
+            raise RuntimeError("no targets for " + context["command"])
+
+        config = define_config(make)
+    """
+    project = write_project(tmp_path / "p", python_config=source)
+    error = only_error(build_project(project, tmp_path / "out"))
+    assert error["code"] == "BX4702" and error["path"] == "bundle.config.py" and error["line"] == 5
+    assert "RuntimeError: no targets for build" in str(error["message"])
+
+
+@pytest.mark.parametrize(
+    ("produced", "fragment"),
+    [
+        ("['not', 'a', 'mapping']", "must return a mapping"),
+        (
+            "{'application': {'id': 'x', 'name': 'X', 'version': '1.0.0'}, 'targets': 3}",
+            "$.targets",
+        ),
+    ],
+)
+def test_a_config_factory_returning_garbage_is_a_readable_config_error(
+    tmp_path: Path, produced: str, fragment: str
+) -> None:
+    source = f"config = lambda context: {produced}\n"
+    project = write_project(tmp_path / "p", python_config=source)
+    error = only_error(build_project(project, tmp_path / "out"))
+    assert error["code"] == "BX4402"
+    assert str(error["message"]).startswith("bundle.config.py: ") and fragment in str(
+        error["message"]
+    )
+
+
+def test_a_config_that_does_not_conform_names_the_json_path(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "p", config(hooks={"beforeTool": "handlers.before_tool"}))
+    error = only_error(build_project(project, tmp_path / "out"))
+    assert error["code"] == "BX4402" and "$.hooks.beforeTool" in str(error["message"])
+    assert str(error["message"]).startswith("bundle.config.json: ")
+
+
+def test_a_config_file_that_is_not_json_names_its_line(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "p")
+    (project / "bundle.config.json").write_text('{\n  "application": ,\n}')
+    error = only_error(build_project(project, tmp_path / "out"))
+    assert error["code"] == "BX4702" and error["line"] == 2
+
+
+@pytest.mark.parametrize("which", ["none", "both"])
+def test_a_project_needs_exactly_one_config_file(tmp_path: Path, which: str) -> None:
+    project = write_project(tmp_path / "p")
+    if which == "none":
+        (project / "bundle.config.json").unlink()
+    else:
+        (project / "bundle.config.py").write_text("config = {}\n")
+    assert only_error(build_project(project, tmp_path / "out"))["code"] == "BX4701"
+
+
+def test_a_skill_without_skill_md_is_refused(tmp_path: Path) -> None:
+    skill = {"name": "s", "description": "d", "directory": "skills/s"}
+    project = write_project(
+        tmp_path / "p", config(skills=[skill]), files={"skills/s/notes.txt": "x"}
+    )
+    error = only_error(build_project(project, tmp_path / "out"))
+    assert error["code"] == "BX4704" and error["path"] == "skills/s/SKILL.md"
+
+
+def test_a_hooks_document_naming_a_wrapper_without_its_row_is_ab6018(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = projection_module.plugin_files
+
+    def doubled(host: str, **kwargs: object) -> dict[str, bytes]:
+        hooks = list(kwargs.pop("hooks"))  # type: ignore[call-overload]
+        native, wrapper, timeout = hooks[0]
+        hooks.append((native, wrapper + "-again", timeout))
+        return real(host, hooks=hooks, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(projection_module, "plugin_files", doubled)
+    project = write_project(tmp_path / "p", config(targets=["host_a"]))
+    error = only_error(build_project(project, tmp_path / "out"))
+    assert error["code"] == "AB6018"
+
+
+def test_a_file_deleted_during_the_build_fails_the_attempt_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = write_project(tmp_path / "p", files={"data/big.txt": "x" * 1000})
+    from bundle_contract._build import _builder
+
+    real = _builder.digest_sources
+
+    def racing(sources, cache):  # type: ignore[no-untyped-def]
+        (project / "data" / "big.txt").unlink()
+        return real(sources, cache)
+
+    monkeypatch.setattr(_builder, "digest_sources", racing)
+    error = only_error(build_project(project, tmp_path / "out"))
+    assert error["code"] == "BX4708" and error["path"] == "data/big.txt"
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_cli_builds_the_example_and_fails_with_one_line_per_problem(tmp_path: Path) -> None:
+    out = tmp_path / "artifact"
+    env = {**os.environ, "BUNDLE_STATE_ROOT": str(tmp_path / "state")}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bundle_contract._build._cli",
+            str(EXAMPLE),
+            "--out",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["ok"] is True
+    broken = write_project(tmp_path / "broken", config(hooks={"stop": "handlers:nope"}))
+    done = subprocess.run(
+        [sys.executable, "-m", "bundle_contract._build._cli", str(broken)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("error BX4703 ") and len(done.stderr.splitlines()) == 1
+
+
+def test_a_handler_a_target_cannot_run_is_a_warning_not_a_failure(tmp_path: Path) -> None:
+    # host_c has no native agent/start event; host_d never sends toolUseId, which beforeTool
+    # requires. The other targets still get both handlers.
+    data = config(
+        targets=["host_a", "host_c", "host_d"],
+        hooks={"beforeTool": "handlers:before_tool", "agentStart": "handlers:session_start"},
+    )
+    result = build_project(write_project(tmp_path / "p", data), tmp_path / "out")
+    assert result.ok, result.diagnostics
+    messages = [d["message"] for d in result.diagnostics]
+    assert {d["code"] for d in result.diagnostics} == {"BX4709"}
+    assert {d["severity"] for d in result.diagnostics} == {"warning"}
+    assert any(m.startswith("host_c has no native event for agentStart") for m in messages)
+    assert any(m.startswith("host_d never sends toolUseId") for m in messages)
+    assert not any(m.startswith("host_a") for m in messages)
+    assert result.epoch is not None
+    assert result.epoch["diagnostics"]["warnings"] == len(result.diagnostics)
+
+
+def test_bundle_devkit_new_scaffolds_a_project_that_builds(tmp_path: Path) -> None:
+    target = tmp_path / "My Bundle"
+    done = subprocess.run(
+        [sys.executable, "-m", "bundle_contract._build._scaffold", "new", str(target)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "bundle-server" in done.stdout
+    assert not (target / ".bundle").exists() and not list(target.rglob("__pycache__"))
+    result = build_project(target, tmp_path / "out")
+    assert result.ok, result.diagnostics
+    assert result.config is not None
+    assert result.config["application"]["id"] == "my-bundle"
+    again = subprocess.run(
+        [sys.executable, "-m", "bundle_contract._build._scaffold", "new", str(target)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert again.returncode == 2 and "not an empty directory" in again.stderr
+
+
+def test_the_built_compiled_mcp_server_answers_a_real_mcp_client(tmp_path: Path) -> None:
+    """The launch entry a host reads from the plugin's MCP document starts the example's
+    compiled server over stdio; the official SDK client lists and calls its tool."""
+    import asyncio
+
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    out = tmp_path / "artifact"
+    assert build_project(copy_example(tmp_path / "p"), out).ok
+    plugin = out / "hosts" / "host_a"
+    entry = json.loads((plugin / ".mcp.json").read_text())["mcpServers"]["safe-shell"]
+
+    def expand(value: str) -> str:  # what the host does with its plugin-root variable
+        return value.replace("${CLAUDE_PLUGIN_ROOT}", str(plugin))
+
+    params = StdioServerParameters(
+        command=entry["command"],
+        args=[expand(a) for a in entry["args"]],
+        env={k: expand(v) for k, v in entry["env"].items()},
+    )
+
+    async def talk() -> tuple[list[str], str]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            tools = await session.list_tools()
+            called = await session.call_tool("check_command", {"command": "rm -rf /"})
+            return [t.name for t in tools.tools], str(called.content[0].text)  # type: ignore[union-attr]
+
+    names, answer = asyncio.run(asyncio.wait_for(talk(), 60))
+    assert names == ["check_command"]
+    assert answer == "refused: deletes the filesystem root"

@@ -1,0 +1,356 @@
+"""The project loop over real sockets: the server builds the project at start and on every
+change, publishes epochs, installs them for the hosts, and a host session runs the bundle.
+
+The test that matters is the first one: a fake host (tests/fake_agent.py) launched in a host
+session loads the plugin from the development install it was pointed at, and the bundle's
+beforeTool handler denies `rm -rf /` in front of it; after an edit and a new epoch, a restart
+of the session runs the new handler.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _projects import config, copy_example, write_project
+from _session_client import Client, valid
+from fake_agent import agent
+
+from bundle_contract import validate
+from bundle_server import DevServer, start_dev_server
+
+DENY_COMMAND = 'tool Bash {"command": "rm -rf /"}\r'
+ALLOWING_RULES = "def why_destructive(command):\n    return None\n"
+
+
+class Project:
+    """A live server on a project, with its HTTP client and project-event helpers."""
+
+    def __init__(self, server: DevServer) -> None:
+        self.server = server
+        self.client = Client(server.port, server.session_token)
+        self.seen = 0
+
+    def events(self, after: int = 0) -> list[dict[str, Any]]:
+        reply = self.client.request("GET", f"/api/project/events?after={after}")
+        assert reply.status == 200, reply
+        body = reply.json()
+        validate("ProjectEventReplay.json", body)
+        events: list[dict[str, Any]] = body["events"]
+        return events
+
+    def wait_event(self, type: str, timeout: float = 30.0, **match: Any) -> dict[str, Any]:
+        """The next event of `type` after those already waited for (whose payload has `match`)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for event in self.events(self.seen):
+                self.seen = event["sequence"]
+                if event["type"] == type and all(
+                    event["payload"].get(k) == v for k, v in match.items()
+                ):
+                    return event
+            time.sleep(0.02)
+        raise AssertionError(f"no {type} event within {timeout} s: {self.events(0)[-5:]}")
+
+    def status(self) -> dict[str, Any]:
+        reply = self.client.request("GET", "/api/project/status")
+        assert reply.status == 200, reply
+        body: dict[str, Any] = reply.json()
+        validate("ProjectStatus.json", body)
+        return body
+
+
+@pytest.fixture
+def serve_project(tmp_path: Path) -> Iterator[Callable[..., Project]]:
+    made: list[DevServer] = []
+
+    def factory(root: Path, **options: Any) -> Project:
+        options.setdefault(
+            "host_executables", {"host_a": agent("host_a"), "host_b": agent("host_b")}
+        )
+        options.setdefault("environ", {**os.environ, "BUNDLE_STATE_ROOT": str(tmp_path / "state")})
+        server = start_dev_server(root, check_responses=True, **options)
+        assert server.sessions is not None
+        server.sessions._grace = 0.3
+        made.append(server)
+        return Project(server)
+
+    yield factory
+    for server in made:
+        server.close()
+
+
+def run_tool(project: Project, session: dict[str, Any]) -> str:
+    """Type the destructive command into the session; the fake host's verdict line."""
+    stream = project.client.stream(session["id"])
+    try:
+        stream.wait_output(lambda out: b"ready" in out)
+        reply = project.client.request(
+            "POST", f"/api/sessions/{session['id']}/input", {"data": DENY_COMMAND}
+        )
+        assert reply.status == 204, reply
+        stream.wait_output(lambda out: b"deny: " in out or b"\nallow" in out.replace(b"\r", b""))
+        text = bytes(stream.output).decode("utf-8", "replace").replace("\r", "")
+    finally:
+        stream.close()
+    return next(line for line in text.splitlines() if line.startswith(("deny: ", "allow")))
+
+
+def test_a_host_session_runs_the_bundle_and_a_new_epoch_reaches_a_restarted_session(
+    serve_project: Callable[..., Project], tmp_path: Path
+) -> None:
+    root = copy_example(tmp_path / "project")
+    project = serve_project(root)
+    available = project.wait_event("artifact.available")
+    epoch = available["payload"]["activeEpoch"]
+    project.wait_event("dev.host.sync", host="host_a", state="synced")
+
+    session = project.client.create("host_a", cols=120, rows=40)
+    authority = session["authority"]
+    assert authority["epochId"] == epoch["id"]
+    plugin_dir = Path(authority["installDestination"])
+    assert plugin_dir.is_dir() and plugin_dir.name == "host_a"
+    dev_link = json.loads((plugin_dir.parent.parent / ".bundle-dev.json").read_text())
+    assert dev_link == {"version": 1, "project": str(root.resolve())}
+
+    verdict = run_tool(project, session)
+    assert verdict.startswith("deny: safe-shell: `rm -rf /` deletes the filesystem root")
+
+    def hook_entries() -> list[dict[str, Any]]:
+        reply = project.client.request("GET", "/api/trace?after=0")
+        return [
+            e
+            for e in reply.json()["entries"]
+            if e["source"] == "hook" and e["correlation"].get("sessionId") == session["id"]
+        ]
+
+    deadline = time.monotonic() + 10
+    while not any("tool/before" in json.dumps(e) for e in hook_entries()):
+        assert time.monotonic() < deadline, "no hook trace entry for the session"
+        time.sleep(0.05)
+
+    (root / "safe_shell" / "rules.py").write_text(ALLOWING_RULES, encoding="utf-8")
+    project.wait_event("source.changed")
+    newer = project.wait_event("artifact.available")["payload"]["activeEpoch"]
+    assert newer["id"] != epoch["id"]
+    project.wait_event("dev.host.sync", host="host_a", state="synced", epochId=newer["id"])
+
+    # The running session keeps the install it started with.
+    assert (
+        project.client.request("GET", f"/api/sessions/{session['id']}").json()["session"][
+            "authority"
+        ]
+        == authority
+    )
+    reply = project.client.request(
+        "POST", f"/api/sessions/{session['id']}/restart", {"cols": 120, "rows": 40}
+    )
+    assert reply.status == 201, reply
+    restarted = valid(reply.json()["session"])
+    assert restarted["authority"]["epochId"] == newer["id"]
+    assert run_tool(project, restarted) == "allow"
+
+
+def test_project_routes_answer_status_events_stream_and_manual_builds(
+    serve_project: Callable[..., Project], tmp_path: Path
+) -> None:
+    project = serve_project(write_project(tmp_path / "p"), watch=False)
+    first = project.wait_event("artifact.available")
+    kinds = [e["type"] for e in project.events(0)]
+    assert kinds[:2] == ["invalidation", "build.started"]
+    assert project.events(0)[0]["payload"]["reason"] == "initial"
+    status = project.status()
+    assert status["artifact"]["state"] == "active" and status["build"]["state"] == "idle"
+    assert status["source"]["state"] == "ready"
+    assert status["hostAdoption"]["epochId"] == first["payload"]["activeEpoch"]["id"]
+    assert project.server.status() == status
+
+    conn = project.client.connect("GET", "/api/project/events/stream?after=0")
+    response = conn.getresponse()
+    assert response.status == 200
+    assert response.getheader("Content-Type", "").startswith("application/x-ndjson")
+    frame = json.loads(response.readline())
+    validate("ProjectMessage.json", frame)
+    assert frame["type"] == "invalidation" and frame["sequence"] == 1
+
+    reply = project.client.request("POST", "/api/project/builds", {"paths": ["handlers.py"]})
+    assert reply.status == 202, reply
+    invalidation = reply.json()["invalidation"]
+    assert invalidation["reason"] == "manual" and invalidation["paths"] == ["handlers.py"]
+    validate("Invalidation.json", invalidation)
+    started = project.wait_event("build.started")
+    assert started["payload"]["outcome"] == "running"
+    # The stream carries the initial build's events (replayed) and the manual one's (live).
+    types = [frame["type"]]
+    while types.count("artifact.available") < 2:
+        line = response.readline()
+        assert line, "the stream ended"
+        message = json.loads(line)
+        validate("ProjectMessage.json", message)
+        types.append(message["type"])
+    conn.close()
+    assert types.count("build.started") == 2
+
+
+@pytest.mark.parametrize(
+    "body", [{"paths": "handlers.py"}, {"reason": "manual"}, [], {"paths": [""]}]
+)
+def test_a_malformed_build_request_is_refused_and_builds_nothing(
+    serve_project: Callable[..., Project], tmp_path: Path, body: Any
+) -> None:
+    project = serve_project(write_project(tmp_path / "p"), watch=False)
+    project.wait_event("dev.host.sync", host="host_b", state="synced")  # the build's last event
+    before = project.events(0)
+    reply = project.client.request("POST", "/api/project/builds", body)
+    assert reply.status == 400 and reply.code() == "BX1004"
+    time.sleep(0.2)
+    assert project.events(0) == before
+
+
+def test_project_event_cursors_are_checked(
+    serve_project: Callable[..., Project], tmp_path: Path
+) -> None:
+    project = serve_project(write_project(tmp_path / "p"), watch=False)
+    project.wait_event("artifact.available")
+    for path in ("/api/project/events", "/api/project/events/stream"):
+        assert project.client.request("GET", f"{path}?after=-1").code() == "BX3001"
+        assert project.client.request("GET", f"{path}?after=999999").code() == "BX3002"
+
+
+def test_a_failed_build_keeps_the_last_good_epoch_active_and_served(
+    serve_project: Callable[..., Project], tmp_path: Path
+) -> None:
+    root = write_project(tmp_path / "p")
+    project = serve_project(root)
+    good = project.wait_event("artifact.available")["payload"]["activeEpoch"]
+    (root / "handlers.py").write_text("def before_tool(:\n", encoding="utf-8")
+    failed = project.wait_event("build.failed")["payload"]
+    validate("BuildAttempt.json", failed)
+    first, summary = failed["diagnostics"]
+    assert first["code"] == "BX4703" and first["path"] == "handlers.py" and first["line"] == 1
+    assert good["id"] in summary["message"]
+    status = project.status()
+    assert status["build"]["state"] == "failed"
+    assert status["artifact"]["state"] == "stale"
+    assert status["artifact"]["activeEpoch"]["id"] == good["id"]
+    assert status["source"]["state"] == "invalid"
+    # Sessions still launch with the last good epoch.
+    session = project.client.create("host_a")
+    assert session["authority"]["epochId"] == good["id"]
+    assert run_tool(project, session).startswith("deny: no recursive deletes")
+    (root / "handlers.py").write_text(
+        "def before_tool(p, c):\n    return None\n\ndef session_start(p, c):\n    return None\n"
+    )
+    fixed = project.wait_event("artifact.available")["payload"]
+    assert fixed["state"] == "active" and fixed["activeEpoch"]["id"] != good["id"]
+    assert project.status()["build"]["state"] == "idle"
+
+
+def test_a_project_whose_first_build_fails_launches_no_session(
+    serve_project: Callable[..., Project], tmp_path: Path
+) -> None:
+    project = serve_project(
+        write_project(tmp_path / "p", config(hooks={"stop": "handlers:nope"})), watch=False
+    )
+    project.wait_event("build.failed")
+    assert project.status()["artifact"] == {"state": "missing"}
+    reply = project.client.request(
+        "POST", "/api/sessions", {"host": "host_a", "cols": 80, "rows": 24}
+    )
+    assert reply.status == 422 and reply.code() == "AB8263"
+    assert "no development install" in reply.json()["error"]["message"]
+
+
+def test_install_hosts_limits_the_development_installs(
+    serve_project: Callable[..., Project], tmp_path: Path
+) -> None:
+    project = serve_project(write_project(tmp_path / "p"), watch=False, install_hosts=["host_b"])
+    project.wait_event("artifact.available")
+    sync = project.wait_event("dev.host.sync", state="synced")
+    assert sync["payload"]["host"] == "host_b"
+    assert project.status()["hostAdoption"]["hosts"] == ["host_b"]
+    reply = project.client.request(
+        "POST", "/api/sessions", {"host": "host_a", "cols": 80, "rows": 24}
+    )
+    assert reply.code() == "AB8263"
+    assert project.client.create("host_b")["authority"]["epochId"].startswith("ep_")
+
+
+def test_a_thousand_changes_in_one_second_make_one_or_two_builds(
+    serve_project: Callable[..., Project], tmp_path: Path
+) -> None:
+    root = write_project(tmp_path / "p")
+    project = serve_project(root)
+    project.wait_event("artifact.available")
+    start = project.events(0)[-1]["sequence"]
+    target = root / "data"
+    target.mkdir()
+    deadline = time.monotonic() + 1.0
+    for index in range(1000):
+        (target / f"f{index % 50}.txt").write_text(str(index))
+        time.sleep(max(0.0, (deadline - time.monotonic()) / (1000 - index)))
+    time.sleep(2.5)  # the watcher's batch window and the builds it starts
+    project.wait_event("artifact.available")
+    time.sleep(0.5)
+    builds = [e for e in project.events(start) if e["type"] == "build.started"]
+    assert 1 <= len(builds) <= 2, [e["type"] for e in project.events(start)]
+    assert project.status()["artifact"]["state"] == "active"
+
+
+def test_an_unwritable_state_root_fails_the_build_with_a_clear_diagnostic(
+    serve_project: Callable[..., Project], tmp_path: Path
+) -> None:
+    state = tmp_path / "locked"
+    state.mkdir()
+    (state / "blocker").write_text("")
+    # A file where the project's state directory must go: no permission bit is needed (the
+    # tests may run as root, which ignores them).
+    environ = {**os.environ, "BUNDLE_STATE_ROOT": str(state / "blocker")}
+    project = serve_project(write_project(tmp_path / "p"), watch=False, environ=environ)
+    failed = project.wait_event("build.failed")["payload"]
+    assert failed["diagnostics"][0]["code"] == "BX4706"
+    assert "not writable" in failed["diagnostics"][0]["message"]
+    assert project.status()["artifact"] == {"state": "missing"}
+    assert stat.S_ISREG((state / "blocker").stat().st_mode)
+
+
+def test_a_bare_project_builds_nothing_and_sessions_launch_without_a_bundle(
+    serve_project: Callable[..., Project], tmp_path: Path
+) -> None:
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    project = serve_project(bare, watch=False)
+    project.wait_event("source.status", state="invalid")
+    status = project.status()
+    assert status["source"]["diagnostics"][0]["code"] == "BX4701"
+    assert status["artifact"] == {"state": "missing"} and "hostAdoption" not in status
+    session = project.client.create("host_a")
+    assert session["authority"]["epochId"] == "none"
+
+
+def test_the_dev_hosts_of_a_python_config_apply_once_it_has_built(
+    serve_project: Callable[..., Project], tmp_path: Path
+) -> None:
+    entry = agent("host_a")
+    source = f"""
+        from bundle_contract import define_config
+
+        config = define_config({{
+            "application": {{"id": "py", "name": "Py", "version": "1.0.0"}},
+            "targets": ["host_a"],
+            "hooks": {{"beforeTool": "handlers:before_tool"}},
+            "dev": {{"hosts": {{"host_a": {json.dumps(entry)}}}}},
+        }})
+    """
+    project = serve_project(
+        write_project(tmp_path / "p", python_config=source), host_executables={}
+    )
+    project.wait_event("artifact.available")
+    session = project.client.create("host_a")
+    assert run_tool(project, session).startswith("deny: no recursive deletes")
