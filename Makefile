@@ -21,8 +21,8 @@ run: $(STAMP)
 test: lint typecheck unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check bundle_contract bundle_server conformance tests bench
-	$(BIN)/ruff format --check bundle_contract bundle_server conformance tests bench
+	$(BIN)/ruff check bundle_contract bundle_server conformance tests bench examples
+	$(BIN)/ruff format --check bundle_contract bundle_server conformance tests bench examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

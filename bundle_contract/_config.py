@@ -27,7 +27,7 @@ def define_config(config: Defined) -> Defined:
     selectedTargets}`). Raises `ConfigInvalid`."""
     if callable(config):
         return config
-    validate("BundleConfig.json", config, ConfigInvalid)
+    validate("BundleConfig.json", _plain(config), ConfigInvalid)
     return config
 
 
@@ -71,9 +71,20 @@ def resolve_config(
             f"a config factory must return a mapping, not {type(config).__name__}",
             {"schema": "BundleConfig.json"},
         )
-    plain = config.to_json() if isinstance(config, Model) else dict(config)
+    plain = _plain(config)
     validate("BundleConfig.json", plain, ConfigInvalid)
     return model("BundleConfig").from_json(plain)
+
+
+def _plain(value: Any) -> Any:
+    """Plain JSON data of a config: models (what define_prebuilt returns) become their JSON."""
+    if isinstance(value, Model):
+        return value.to_json()
+    if isinstance(value, Mapping):
+        return {key: _plain(member) for key, member in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(member) for member in value]
+    return value
 
 
 async def _await(awaitable: Any) -> Any:

@@ -152,6 +152,11 @@ def runtime_module(spec: Spec) -> str:
         ("RECEIPT_BODY_MAX_BYTES", spec.limit("receipt-body")["maximum"], "limit receipt-body"),
         ("WRAPPER_POST_MS", spec.limit("wrapper-post-time")["maximum"], "wrapper-post-time"),
         ("TOKEN_MAX_CHARS", spec.schemas["SessionToken"]["maxLength"], "SessionToken.json"),
+        (
+            "ARTIFACT_SOURCES",
+            spec.tables["runtime"]["artifact"]["sources"],
+            "the project's modules in an artifact",
+        ),
     ]
     lines = [HEADER]
     for name, value, why in constants:

@@ -403,7 +403,7 @@ def _read_native_input() -> Any:
 
 def _call(root: str, handler: str, payload: dict[str, Any], context: Mapping[str, Any]) -> Any:
     """Import the handler with the artifact's src/ first on sys.path, and call it."""
-    src = os.path.join(root, "src")
+    src = os.path.join(root, runtime.ARTIFACT_SOURCES)
     if sys.path[:1] != [src]:
         sys.path.insert(0, src)
     module_name, _, attribute = handler.partition(":")

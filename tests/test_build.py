@@ -401,3 +401,92 @@ def test_the_built_compiled_mcp_server_answers_a_real_mcp_client(tmp_path: Path)
     names, answer = asyncio.run(asyncio.wait_for(talk(), 60))
     assert names == ["check_command"]
     assert answer == "refused: deletes the filesystem root"
+
+
+def test_a_python_config_that_define_config_refuses_is_a_config_error_at_its_line(
+    tmp_path: Path,
+) -> None:
+    source = """
+        from bundle_contract import define_config
+
+        config = define_config({"application": {"id": "x", "name": "X", "version": "1"},
+                                "targets": ["host_a"]})
+    """
+    error = only_error(
+        build_project(write_project(tmp_path / "p", python_config=source), tmp_path / "o")
+    )
+    assert error["code"] == "BX4402" and error["path"] == "bundle.config.py" and error["line"] == 4
+    assert "$.application.version" in str(error["message"])
+
+
+def test_prebuilts_ship_their_payload_without_ignored_files_or_outside_links(
+    tmp_path: Path,
+) -> None:
+    source = """
+        from bundle_contract import define_config, define_prebuilt
+
+        config = define_config({
+            "application": {"id": "x", "name": "X", "version": "1.0.0"},
+            "targets": ["host_a"],
+            "prebuilts": [define_prebuilt("vendor/tool", ["left-pad"])],
+            "mcpServers": [{"name": "tool", "kind": "prebuilt", "payload": "vendor/tool",
+                            "entry": "index.js"}],
+        })
+    """
+    files = {"vendor/tool/index.js": "//", "vendor/tool/.git/config": "[core]", ".env": "KEY=1"}
+    project = write_project(tmp_path / "p", python_config=source, files=files)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("outside")
+    (project / "vendor" / "tool" / "leak.txt").symlink_to(secret)
+    out = tmp_path / "out"
+    result = build_project(project, out)
+    assert result.ok, result.diagnostics
+    shipped = {
+        row["path"] for row in json.loads((out / "bundle.manifest.json").read_text())["files"]
+    }
+    assert "payloads/vendor-tool/index.js" in shipped
+    assert not any(".git" in path or ".env" in path or "leak" in path for path in shipped)
+    assert [d["path"] for d in result.diagnostics if d["code"] == "BX4708"] == [
+        "vendor/tool/leak.txt"
+    ]
+
+
+@pytest.mark.parametrize("entry", ["../../handlers.py", "missing.js"])
+def test_a_prebuilt_entry_outside_its_payload_is_refused(tmp_path: Path, entry: str) -> None:
+    data = config(
+        prebuilts=[{"directory": "vendor/tool", "packages": []}],
+        mcpServers=[{"name": "t", "kind": "prebuilt", "payload": "vendor/tool", "entry": entry}],
+    )
+    project = write_project(tmp_path / "p", data, files={"vendor/tool/index.js": "//"})
+    error = only_error(build_project(project, tmp_path / "out"))
+    assert error["code"] == "BX4402" and entry in str(error["message"])
+
+
+def test_an_out_directory_named_like_an_epoch_is_still_replaced(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "p")
+    out = tmp_path / "ep_0123456789abcdef"
+    assert build_project(project, out).ok
+    handlers = project / "handlers.py"
+    handlers.write_text(handlers.read_text() + "\n# changed\n")
+    assert build_project(project, out).ok
+    assert (out / "src" / "handlers.py").read_text().endswith("# changed\n")
+
+
+def test_a_build_process_that_dies_is_answered_for_by_the_worker(tmp_path: Path) -> None:
+    # The config ends its own process: the worker's parent replies for the dead child.
+    project = write_project(tmp_path / "p", python_config="import os\nos._exit(3)\n")
+    argv = [sys.executable, "-P", "-m", "bundle_contract._build._worker", str(project)]
+    argv += [str(tmp_path / "epochs"), str(tmp_path / "cache.json")]
+    with subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as worker:
+        assert worker.stdin is not None and worker.stdout is not None
+        assert json.loads(worker.stdout.readline())["event"] == "ready"
+        worker.stdin.write('{"id": 1, "previous": null}\n')
+        worker.stdin.flush()
+        replies = [json.loads(worker.stdout.readline()) for _ in range(2)]
+        worker.stdin.close()
+        worker.wait(timeout=30)
+    assert [r["event"] for r in replies] == ["started", "finished"]
+    result = replies[1]["result"]
+    assert not result["ok"] and "exit status 3" in result["diagnostics"][0]["message"]

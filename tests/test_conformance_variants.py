@@ -12,6 +12,7 @@ from typing import Any
 
 from _kit import SESSION, describe, failing, run_kit, serve
 
+from bundle_server._streams.sequenced import SequencedHub
 from bundle_server.project.hub import ProjectHub
 from bundle_server.trace.hub import TraceHub
 from conformance import Report, Status
@@ -91,14 +92,22 @@ def test_a_server_error_with_a_traceback_for_bad_sessions_fails_the_session_rule
     assert "server error" in report.result("GUARD-005").reason
 
 
-class SkippingHub(TraceHub):
-    """Leaves out one sequence number before a batch of entries, every third number or so."""
+class SkipsNumbers(SequencedHub):
+    """Leaves out one sequence number before a batch of records, every third number or so."""
 
     def _append_all(self, builds: list[Callable[[int], dict[str, Any]]]) -> list[dict[str, Any]]:
         with self._lock:
             if self._latest % 3 == 2:
                 self._latest += 1
         return super()._append_all(builds)
+
+
+class SkippingHub(SkipsNumbers, TraceHub):
+    """A trace hub with holes in its numbering."""
+
+
+class SkippingProjectHub(SkipsNumbers, ProjectHub):
+    """A project event hub with holes in its numbering."""
 
 
 def test_a_hub_that_skips_a_sequence_number_fails_the_sequence_checks() -> None:
@@ -130,18 +139,9 @@ def test_a_builds_route_that_answers_200_fails_the_manual_build_rule() -> None:
     assert_fails_exactly(report, {"PRJ-005"})
 
 
-class SkippingProjectHub(ProjectHub):
-    """Leaves out a sequence number now and then, like SkippingHub for the trace."""
-
-    def _append_all(self, builds: list[Callable[[int], dict[str, Any]]]) -> list[dict[str, Any]]:
-        with self._lock:
-            if self._latest % 3 == 2:
-                self._latest += 1
-        return super()._append_all(builds)
-
-
 def test_a_project_hub_that_skips_a_sequence_number_fails_the_event_order_rules() -> None:
     with serve(project_hub=SkippingProjectHub()) as target:
         report = run_kit(target, "PRJ-*")
-    assert {"PRJ-002", "PRJ-003"} <= failing(report) <= {"PRJ-002", "PRJ-003", "PRJ-005"}
+    # The replay's holes; the checks that read events through the replay may see them too.
+    assert {"PRJ-002", "PRJ-003"} <= failing(report) <= {"PRJ-002", "PRJ-003", "PRJ-005", "PRJ-006"}
     assert report.result("PRJ-001").status is Status.PASS

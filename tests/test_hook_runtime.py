@@ -329,7 +329,9 @@ def test_a_handler_past_its_timeout_is_cut_off(
     root: Path, receiver: Receiver, handler: str
 ) -> None:
     started = time.monotonic()
-    done = run_hook(root, "host_a", "beforeTool", handler, receiver=receiver, timeout=1)
+    # 3 s: the deadline (timeout less the margin) must outlast the wrapper's own start-up even
+    # on a loaded machine, or the handler would never be called.
+    done = run_hook(root, "host_a", "beforeTool", handler, receiver=receiver, timeout=3)
     elapsed = time.monotonic() - started
     assert (done.returncode, done.stdout) == (0, b"")
     # The handler sleeps for a minute: returning at all proves the deadline held.
@@ -445,27 +447,21 @@ def test_an_interpreter_path_with_spaces_and_non_ascii(root: Path, tmp_path: Pat
 
 
 def test_a_plain_interpreter_path_gets_a_direct_shebang() -> None:
-    text = wrapper_source(
-        python="/usr/bin/python3",
-        host="host_a",
-        native="Stop",
-        event="stop",
-        handler="pkg.mod:fn",
-        timeout=None,
-        root_from_wrapper="../../..",
-    )
-    assert text.splitlines()[0] == "#!/usr/bin/python3 -I"
-    long = "/opt/" + "x" * 130 + "/python"
-    text = wrapper_source(
-        python=long,
-        host="host_a",
-        native="Stop",
-        event="stop",
-        handler="pkg.mod:fn",
-        timeout=None,
-        root_from_wrapper="../../..",
-    )
-    assert text.splitlines()[0] == "#!/bin/sh"  # over the kernel's 127-byte #! line
+    def first_line(python: str) -> str:
+        text = wrapper_source(
+            python=python,
+            host="host_a",
+            native="Stop",
+            event="stop",
+            handler="pkg.mod:fn",
+            timeout=None,
+            root_from_wrapper="../../..",
+        )
+        return text.splitlines()[0]
+
+    assert first_line("/usr/bin/python3") == "#!/usr/bin/python3 -I"
+    # Over the kernel's 127-byte #! line: the sh polyglot.
+    assert first_line("/opt/" + "x" * 130 + "/python") == "#!/bin/sh"
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from _session_client import Client, valid
 from fake_agent import agent
 
 from bundle_contract import validate
+from bundle_contract._spec import get_spec
 from bundle_server import DevServer, start_dev_server
 
 DENY_COMMAND = 'tool Bash {"command": "rm -rf /"}\r'
@@ -209,8 +210,12 @@ def test_a_malformed_build_request_is_refused_and_builds_nothing(
     before = project.events(0)
     reply = project.client.request("POST", "/api/project/builds", body)
     assert reply.status == 400 and reply.code() == "BX1004"
-    time.sleep(0.2)
-    assert project.events(0) == before
+    # A good request after it: its invalidation is the very next event, so the refused one
+    # published nothing (the watcher is off: nothing else publishes).
+    marker = project.client.request("POST", "/api/project/builds", {"paths": ["marker"]})
+    assert marker.status == 202
+    after = project.events(before[-1]["sequence"])
+    assert after[0]["type"] == "invalidation" and after[0]["payload"]["paths"] == ["marker"]
 
 
 def test_project_event_cursors_are_checked(
@@ -295,9 +300,17 @@ def test_a_thousand_changes_in_one_second_make_one_or_two_builds(
     for index in range(1000):
         (target / f"f{index % 50}.txt").write_text(str(index))
         time.sleep(max(0.0, (deadline - time.monotonic()) / (1000 - index)))
-    time.sleep(2.5)  # the watcher's batch window and the builds it starts
-    project.wait_event("artifact.available")
-    time.sleep(0.5)
+    # Until the loop is idle and no event has come for longer than it settles a storm: any
+    # build the storm causes has started by then.
+    quiet_for = get_spec().limit("watch-settle")["maximum"] / 1000 * 6
+    seen, since = project.events(start)[-1:], time.monotonic()
+    deadline = time.monotonic() + 30
+    while time.monotonic() - since < quiet_for or project.status()["build"]["state"] != "idle":
+        assert time.monotonic() < deadline, "the loop never settled"
+        latest = project.events(start)[-1:]
+        if latest != seen:
+            seen, since = latest, time.monotonic()
+        time.sleep(0.05)
     builds = [e for e in project.events(start) if e["type"] == "build.started"]
     assert 1 <= len(builds) <= 2, [e["type"] for e in project.events(start)]
     assert project.status()["artifact"]["state"] == "active"
@@ -354,3 +367,113 @@ def test_the_dev_hosts_of_a_python_config_apply_once_it_has_built(
     project.wait_event("artifact.available")
     session = project.client.create("host_a")
     assert run_tool(project, session).startswith("deny: no recursive deletes")
+
+
+def _workers_for(root: Path) -> list[int]:
+    """Pids of build workers serving `root` (from /proc: the worker's command line)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"bundle_contract._build._worker" in argv and str(root).encode() in argv:
+            found.append(int(entry.name))
+    return found
+
+
+SLOW_CONFIG = """
+    import time
+
+    from bundle_contract import define_config
+
+    time.sleep({seconds})  # a slow config: the first build takes this long
+    print("noise on stdout, as project code may print")
+    config = define_config({{
+        "application": {{"id": "slow", "name": "Slow", "version": "1.0.0"}},
+        "targets": ["host_a"],
+        "hooks": {{"beforeTool": "handlers:before_tool"}},
+    }})
+"""
+
+
+def test_closing_during_the_first_build_leaves_no_worker_behind(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "p", python_config=SLOW_CONFIG.format(seconds=5)).resolve()
+    environ = {**os.environ, "BUNDLE_STATE_ROOT": str(tmp_path / "state")}
+    server = start_dev_server(root, environ=environ)
+    deadline = time.monotonic() + 10
+    while not _workers_for(root):
+        assert time.monotonic() < deadline, "no build worker started"
+        time.sleep(0.02)
+    started = time.monotonic()
+    server.close()
+    assert time.monotonic() - started < 5  # the slow build was stopped, not waited for
+    assert _workers_for(root) == []
+
+
+def test_a_session_asked_for_during_the_first_build_waits_for_its_install(
+    serve_project: Callable[..., Project], tmp_path: Path
+) -> None:
+    source = SLOW_CONFIG.format(seconds=1)
+    project = serve_project(write_project(tmp_path / "p", python_config=source), watch=False)
+    session = project.client.create("host_a")  # no wait: the build is still running
+    assert session["authority"]["epochId"].startswith("ep_")
+    assert run_tool(project, session).startswith("deny: no recursive deletes")
+
+
+def test_old_epochs_are_pruned_but_never_one_a_running_session_uses(
+    serve_project: Callable[..., Project], tmp_path: Path
+) -> None:
+    root = write_project(tmp_path / "p")
+    project = serve_project(root, watch=False)
+    first = project.wait_event("artifact.available")["payload"]["activeEpoch"]["id"]
+    project.wait_event("dev.host.sync", host="host_b", state="synced")
+    session = project.client.create("host_a")
+    assert session["authority"]["epochId"] == first
+    kept = get_spec().limit("epochs-kept")["maximum"]
+    for index in range(kept + 1):
+        handlers = root / "handlers.py"
+        handlers.write_text(handlers.read_text() + f"\n# edit {index}\n")
+        assert project.client.request("POST", "/api/project/builds", {}).status == 202
+        project.wait_event("artifact.available")
+        project.wait_event("dev.host.sync", host="host_b", state="synced")
+    loop = project.server.project
+    assert loop is not None
+    epochs = sorted(p.name for p in loop.epochs.iterdir() if p.name.startswith("ep_"))
+    assert first in epochs and len(epochs) == kept + 1  # the newest `kept`, and the one in use
+    assert Path(session["authority"]["installDestination"]).is_dir()
+    for host_dir in loop.installs.iterdir():
+        assert {p.name for p in host_dir.iterdir()} <= set(epochs)
+
+
+def test_a_state_directory_through_a_symlink_is_refused_and_nothing_outside_is_touched(
+    serve_project: Callable[..., Project], tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim"
+    for name in ("a", "b", "c", "d", "e", "f"):
+        (victim / name).mkdir(parents=True)
+        (victim / name / "keep.txt").write_text(name)
+    root = write_project(tmp_path / "p")
+    (root / ".bundle" / "state").mkdir(parents=True)
+    (root / ".bundle" / "state" / "epochs").symlink_to(victim)
+    environ = {k: v for k, v in os.environ.items() if k != "BUNDLE_STATE_ROOT"}
+    project = serve_project(root, watch=False, environ=environ)
+    failed = project.wait_event("build.failed")["payload"]
+    assert failed["diagnostics"][0]["code"] == "BX4706"
+    assert "symbolic link" in failed["diagnostics"][0]["message"]
+    assert sorted(p.name for p in victim.iterdir()) == ["a", "b", "c", "d", "e", "f"]
+    assert all((victim / n / "keep.txt").read_text() == n for n in "abcdef")
+
+
+def test_a_bundle_directory_that_is_a_symlink_refuses_the_start(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "server.lock").write_text("someone's file")
+    root = write_project(tmp_path / "p")
+    (root / ".bundle").symlink_to(elsewhere)
+    with pytest.raises(OSError, match="symbolic link"):
+        start_dev_server(root)
+    assert (elsewhere / "server.lock").read_text() == "someone's file"
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["server.lock"]

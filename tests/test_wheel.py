@@ -60,3 +60,14 @@ def test_installed_wheel_loads_spec(wheel: Path, tmp_path: Path) -> None:
     families, schemas = result.stdout.splitlines()[0].split()
     assert families == "22" and int(schemas) > 70
     assert result.stdout.splitlines()[1] == "{'outcome': 'continue'}"
+    # The packaged template scaffolds a project that the installed build builds.
+    project = tmp_path / "new-bundle"
+
+    def run(*argv: str) -> None:
+        done = subprocess.run([str(python), *argv], cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+    run("-m", "bundle_contract._build._scaffold", "new", str(project))
+    assert (project / "safe_shell" / "hooks.py").is_file() and not (project / ".bundle").exists()
+    run("-m", "bundle_contract._build._cli", str(project), "--out", str(tmp_path / "out"))
+    assert (tmp_path / "out" / "bundle.manifest.json").is_file()

@@ -27,7 +27,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +39,10 @@ from bundle_contract._build._projection import (
     launcher_path,
     launcher_source,
     mcp_rows,
-    payload_id,
     payload_path,
     write_projection,
 )
-from bundle_contract._build._references import check_config, project_imports
+from bundle_contract._build._references import check_config, payload_id, project_imports
 from bundle_contract._build._sources import (
     Copied,
     DigestCache,
@@ -65,8 +64,6 @@ from bundle_contract._project import utc_timestamp
 
 COMPILER = "bundle-devkit"
 COMPILER_RECORD_VERSION = 1
-EPOCH_PREFIX = "ep_"
-EPOCH_ID_HEX = 16
 
 
 def _compiler_version() -> str:
@@ -136,7 +133,8 @@ def build_project(
     try:
         if (out is None) == (epochs is None):
             raise ValueError("give exactly one of out= and epochs=")
-        sources = scan(root, spec_layout, exclude=out if out is not None else epochs)
+        outside: list[str] = []
+        sources = scan(root, spec_layout, exclude=out if out is not None else epochs, outside=outside)
         digests = digest_sources(sources, cache)
         result.source_revision = revision(digests)
         if on_started is not None:
@@ -165,13 +163,22 @@ def build_project(
             source_revision=result.source_revision,
         )
         final = out if out is not None else parent / epoch["id"]
-        _publish(staging, final)
+        _publish(staging, final, reuse=epochs is not None)
         staging = None
         epoch["manifestPath"] = str(final / MANIFEST_NAME)
         epoch["createdAt"] = utc_timestamp()
         result.epoch = epoch
         result.artifact = str(final)
-        result.diagnostics = warnings
+        result.diagnostics = [
+            diagnostic(
+                SourceUnreadable(
+                    f"{relative}: a symbolic link leading outside the project; not shipped",
+                    {"path": relative},
+                ),
+                "warning",
+            )
+            for relative in outside
+        ] + warnings
         result.ok = True
     except _Failed as failure:
         result.diagnostics = [diagnostic(problem) for problem in failure.problems]
@@ -197,8 +204,11 @@ class _Failed(Exception):
         self.problems = problems
 
 
+STAGING_PREFIX = ".staging-"
+
+
 def _staging_dir(parent: Path) -> str:
-    name = f".staging-{os.getpid()}-{os.urandom(4).hex()}"
+    name = f"{STAGING_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
     path = parent / name
     path.mkdir(mode=0o755)
     return str(path)
@@ -229,12 +239,19 @@ def _write_artifact(
             files.append((write_generated(staging, relative, text.encode(), executable=True), "generated"))
     payloads = []
     for prebuilt in config.get("prebuilts", []):
-        folder = project_root / prebuilt["directory"]
+        # The payload's files as the scan found them: ignore rules and the symlink rule hold.
+        prefix = prebuilt["directory"].strip("/") + "/"
+        inside = [
+            replace(source, relative=source.relative.removeprefix(prefix))
+            for source in sources
+            if source.relative.startswith(prefix)
+        ]
+        payload_digests = {s.relative: digests[prefix + s.relative] for s in inside}
         base = payload_path(prebuilt["directory"])
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            relative = f"{base}/{path.relative_to(folder).as_posix()}"
-            content = path.read_bytes()
-            files.append((write_generated(staging, relative, content, executable=False), "prebuilt"))
+        copied_payload = copy_sources(
+            inside, payload_digests, staging, base, previous, previous_digests
+        )
+        files += [(item, "prebuilt") for item in copied_payload]
         payload: dict[str, Any] = {"id": payload_id(prebuilt["directory"]), "path": base}
         if prebuilt["packages"]:
             payload["runtimeDependencies"] = list(prebuilt["packages"])
@@ -295,7 +312,8 @@ def _write_artifact(
         for why in p.unreachable
     ]
     epoch: dict[str, Any] = {
-        "id": EPOCH_PREFIX + hashlib.sha256(manifest_bytes).hexdigest()[:EPOCH_ID_HEX],
+        "id": spec_layout.epoch_prefix
+        + hashlib.sha256(manifest_bytes).hexdigest()[: spec_layout.epoch_digest_chars],
         "configDigest": _digest_json(config),
         "modelDigest": _digest_json(model),
         "projectRevision": source_revision,
@@ -334,10 +352,11 @@ def _digest_rows(rows: Any) -> str:
     return "sha256:" + hasher.hexdigest()
 
 
-def _publish(staging: Path, final: Path) -> None:
-    """Rename `staging` to `final`; an existing `final` is replaced, never left half-written."""
-    if final.exists():
-        if final.name.startswith(EPOCH_PREFIX):
+def _publish(staging: Path, final: Path, *, reuse: bool) -> None:
+    """Rename `staging` to `final`; an existing `final` is replaced (or, with `reuse`, kept),
+    never left half-written."""
+    if final.exists() or final.is_symlink():
+        if reuse and final.is_dir() and not final.is_symlink():
             # Epochs are named by their manifest digest: the same name is the same content.
             shutil.rmtree(staging, ignore_errors=True)
             return

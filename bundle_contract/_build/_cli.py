@@ -20,8 +20,6 @@ from bundle_contract._build._builder import build_project
 from bundle_contract._build._layout import layout
 from bundle_contract._build._sources import DigestCache
 
-CACHE_FILE = "digests.json"
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -37,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     spec_layout = layout()
     out = Path(args.out) if args.out else project / spec_layout.default_out
     state = spec_layout.state_dir(project.resolve(), os.environ)
-    cache_path = state / CACHE_FILE
+    cache_path = state / spec_layout.digest_cache
     cache = DigestCache.load(cache_path)
     result = build_project(project, out.absolute(), cache=cache, previous=out.absolute())
     try:

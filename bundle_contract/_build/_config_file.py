@@ -18,6 +18,7 @@ from typing import Any
 from bundle_contract._build._diagnostics import describe, project_location, syntax_location
 from bundle_contract._build._layout import Layout
 from bundle_contract._config import resolve_config
+from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import ConfigFileMissing, ConfigInvalid, ConfigLoadFailed
 from bundle_contract._spec import get_spec
 
@@ -105,6 +106,8 @@ def _run_module(root: Path, path: Path, name: str) -> Any:
             f"{where[0]}:{where[1]}: SyntaxError: {error.msg}",
             {"path": where[0], "line": where[1]},
         ) from None
+    except ConfigInvalid as error:  # define_config(...) refused what the file wrote
+        raise _located(root, name, error, "", ConfigInvalid, error.message) from None
     except BaseException as error:  # noqa: BLE001 - SystemExit in a config is a failed load too
         if isinstance(error, KeyboardInterrupt):
             raise
@@ -117,7 +120,15 @@ def _run_module(root: Path, path: Path, name: str) -> Any:
     return getattr(module, CONFIG_ATTRIBUTE)
 
 
-def _located(root: Path, name: str, error: BaseException, context: str) -> ConfigLoadFailed:
+def _located(
+    root: Path,
+    name: str,
+    error: BaseException,
+    context: str,
+    kind: type[ContractError] = ConfigLoadFailed,
+    text: str | None = None,
+) -> ContractError:
+    """`kind` of `error`, its message led by the project file and line it was raised at."""
     where = project_location(root, error.__traceback__)
     file, line = where if where is not None else (name, None)
     prefix = f"{file}:{line}" if line is not None else file
@@ -125,4 +136,4 @@ def _located(root: Path, name: str, error: BaseException, context: str) -> Confi
     details: dict[str, Any] = {"path": file}
     if line is not None:
         details["line"] = line
-    return ConfigLoadFailed(f"{prefix}: {lead}{describe(error)}", details)
+    return kind(f"{prefix}: {lead}{text if text is not None else describe(error)}", details)

@@ -21,16 +21,21 @@ class Layout:
     config_files: tuple[str, ...]
     ignored_directories: frozenset[str]
     ignored_suffixes: tuple[str, ...]
+    ignored_prefixes: tuple[str, ...]
     sources: str  # inside the artifact root: the project's modules
     skills: str  # inside a plugin directory: one directory per skill
     plugins: str  # inside the artifact root: "hosts/{host}"
     wrappers: str  # inside a plugin directory: the generated hook wrappers
     mcp_launchers: str  # inside the artifact root: generated compiled-server launchers
     default_out: str  # inside the project: where `bundle-build` writes without --out
+    skill_document: str  # the file a skill directory must hold
     state_default: str
     state_per_project: str
     epochs: str
     installs: str
+    epoch_prefix: str
+    epoch_digest_chars: int
+    digest_cache: str  # inside the state directory
     state_variable: str
 
     def plugin_dir(self, host: str) -> str:
@@ -43,7 +48,20 @@ class Layout:
         if any(part in self.ignored_directories for part in parts[:-1]):
             return True
         name = parts[-1]
-        return name in self.ignored_directories or name.endswith(self.ignored_suffixes)
+        return (
+            name in self.ignored_directories
+            or name.endswith(self.ignored_suffixes)
+            or name.startswith(self.ignored_prefixes)
+        )
+
+    def epoch_name(self, name: str) -> bool:
+        """Whether a directory name is an epoch's (what pruning may ever remove)."""
+        digest = name.removeprefix(self.epoch_prefix)
+        return (
+            name.startswith(self.epoch_prefix)
+            and len(digest) == self.epoch_digest_chars
+            and all(c in "0123456789abcdef" for c in digest)
+        )
 
     def state_dir(self, project_root: Path, environ: os._Environ[str] | dict[str, str]) -> Path:
         """The project's state directory: BUNDLE_STATE_ROOT/<name>-<digest>, else
@@ -66,15 +84,20 @@ def layout() -> Layout:
         config_files=tuple(project["config_files"]),
         ignored_directories=frozenset(project["ignored_directories"]),
         ignored_suffixes=tuple(project["ignored_suffixes"]),
+        ignored_prefixes=tuple(project["ignored_prefixes"]),
         sources=artifact["sources"],
         skills=artifact["skills"],
         plugins=artifact["plugins"],
         wrappers=artifact["wrappers"],
         mcp_launchers=artifact["mcp_launchers"],
         default_out=artifact["default_out"],
+        skill_document=artifact["skill_document"],
         state_default=state["default"],
         state_per_project=state["per_project"],
         epochs=state["epochs"],
         installs=state["installs"],
+        epoch_prefix=state["epoch_prefix"],
+        epoch_digest_chars=state["epoch_digest_chars"],
+        digest_cache=state["digest_cache"],
         state_variable=spec.variable("state-root"),
     )

@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from bundle_contract._build._layout import Layout
-from bundle_contract._build._references import hook_handlers
+from bundle_contract._build._references import hook_handlers, payload_id
 from bundle_contract._build._sources import Copied, write_generated
 from bundle_contract._host_plugin import payload_gaps, plugin_files, wrapper_source
 from bundle_contract._manifest._launch import PathTokenRoots, stdio_server_entry
 from bundle_contract._spec import get_spec
 
-SKILL_FILE = "SKILL.md"
 
 
 @dataclass
@@ -84,10 +83,6 @@ def mcp_rows(config: Mapping[str, Any], layout: Layout) -> list[dict[str, Any]]:
 
 def launcher_path(layout: Layout, name: str) -> str:
     return f"{layout.mcp_launchers}/{name}.py"
-
-
-def payload_id(directory: str) -> str:
-    return directory.strip("/").replace("/", "-")
 
 
 def payload_path(directory: str) -> str:
@@ -228,9 +223,8 @@ def _skills(
         directory = skill.get("directory")
         if directory is None:
             text = _skill_document(skill)
-            yield write_generated(staging, f"{base}/{SKILL_FILE}", text, executable=False), (
-                "generated"
-            )
+            relative = f"{base}/{layout.skill_document}"
+            yield write_generated(staging, relative, text, executable=False), "generated"
             continue
         source_dir = project_root / directory
         for path in sorted(p for p in source_dir.rglob("*") if p.is_file()):

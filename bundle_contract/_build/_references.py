@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from bundle_contract._build._diagnostics import describe, project_location, syntax_location
+from bundle_contract._build._layout import layout
 from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import ConfigInvalid, HandlerUnresolved, SkillInvalid
 
-SKILL_FILE = "SKILL.md"
 
 
 @contextlib.contextmanager
@@ -207,11 +207,11 @@ def _skills(root: Path, config: dict[str, Any], config_name: str) -> list[Contra
             found.append(
                 SkillInvalid(f"{where}: no directory {directory!r}", {"path": directory})
             )
-        elif not (folder / SKILL_FILE).is_file():
+        elif not (folder / layout().skill_document).is_file():
             found.append(
                 SkillInvalid(
-                    f"{where}: {directory}/{SKILL_FILE} is missing",
-                    {"path": f"{directory}/{SKILL_FILE}"},
+                    f"{where}: {directory}/{layout().skill_document} is missing",
+                    {"path": f"{directory}/{layout().skill_document}"},
                 )
             )
     return found
@@ -229,19 +229,37 @@ def _prebuilts(root: Path, config: dict[str, Any], config_name: str) -> list[Con
                     {"path": config_name},
                 )
             )
+    ids: dict[str, str] = {}
+    for directory in sorted(directories):
+        same = ids.setdefault(payload_id(directory), directory)
+        if same != directory:
+            found.append(
+                ConfigInvalid(
+                    f"{config_name}: prebuilts {same!r} and {directory!r} make the same payload"
+                    f" id {payload_id(directory)!r}; rename one",
+                    {"path": config_name},
+                )
+            )
     for index, server in enumerate(config.get("mcpServers", [])):
         if server["kind"] != "prebuilt":
             continue
         where = f"{config_name}: mcpServers[{index}]"
+        folder = root / server["payload"]
+        entry = folder / server["entry"]
         if server["payload"] not in directories:
             found.append(
                 ConfigInvalid(f"{where}: payload {server['payload']!r} is not a declared prebuilt")
             )
-        elif not (root / server["payload"] / server["entry"]).is_file():
+        elif not _inside(folder, entry) or not entry.is_file():
             found.append(
                 ConfigInvalid(f"{where}: no entry {server['entry']!r} in {server['payload']!r}")
             )
     return found
+
+
+def payload_id(directory: str) -> str:
+    """The manifest's payload id of a prebuilt directory: its path with `/` made `-`."""
+    return directory.strip("/").replace("/", "-")
 
 
 def _duplicates(config: dict[str, Any], config_name: str) -> list[ContractError]:

@@ -55,11 +55,27 @@ class Copied:
     sha256: str
 
 
-def scan(root: Path, layout: Layout, *, exclude: Path | None = None) -> list[SourceFile]:
-    """Every non-ignored regular file under `root`, sorted by relative path."""
+def scan(
+    root: Path,
+    layout: Layout,
+    *,
+    exclude: Path | None = None,
+    outside: list[str] | None = None,
+) -> list[SourceFile]:
+    """Every non-ignored regular file under `root`, sorted by relative path.
+
+    A file symlink is followed only when it resolves inside `root`: one leading outside (to
+    `/etc/...`, to `~/.ssh/...`) would ship a file that is not the project's. Those are left
+    out and their paths appended to `outside`.
+    """
     found: list[SourceFile] = []
     excluded = exclude.resolve() if exclude is not None else None
+    resolved_root = root.resolve()
     for relative, path, info in _walk(root, "", layout, excluded):
+        if path.is_symlink() and not path.resolve().is_relative_to(resolved_root):
+            if outside is not None:
+                outside.append(relative)
+            continue
         found.append(
             SourceFile(
                 relative=relative,

@@ -20,16 +20,19 @@ parent with a failed result.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
-from bundle_contract._build._builder import BuildResult, build_project
+from bundle_contract._build._builder import STAGING_PREFIX, BuildResult, build_project
 from bundle_contract._build._sources import DigestCache
 from bundle_contract._generated.errors import BuildFailed
 from bundle_contract._project import utc_timestamp
@@ -43,8 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 3:
         print("usage: python -m bundle_contract._build._worker PROJECT EPOCHS CACHE", file=sys.stderr)
         return 2
+    # A server that blocks SIGINT and SIGTERM for its own sigwait passes the mask on; the
+    # worker must die of the SIGTERM that stops it.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     project, epochs, cache_file = (Path(a) for a in args)
     limit_seconds = get_spec().limit("build-time")["maximum"] / 1000
+    _sweep(epochs)
     replies = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)  # the worker's own prints, and anything else, go to stderr
     _reply(replies, {"event": "ready", "pid": os.getpid()})
@@ -73,9 +80,14 @@ def _serve(
     pid = os.fork()
     if pid == 0:  # the child: build once, reply, and leave without running any cleanup
         os.close(read_fd)
+        # The server's pipe is the parent's to write: project code must not forge replies.
+        os.close(replies.fileno())
         status = 1
         try:
             status = _child(write_fd, request_id, project, epochs, cache_file, previous)
+        except BaseException as error:  # a bug of the build itself: say what, then fail
+            traceback.print_exc()
+            _reply_raw(write_fd, request_id, f"the build crashed: {type(error).__name__}: {error}")
         finally:
             os._exit(status)
     os.close(write_fd)
@@ -99,6 +111,9 @@ def _serve(
             for raw in lines:
                 replies.write(raw.decode("utf-8") + "\n")
                 finished = finished or _is_finished(raw)
+            if finished:
+                # Done: a process the project's code forked may hold the pipe open for good.
+                break
     _, status = os.waitpid(pid, 0)
     if not finished:
         why = (
@@ -151,6 +166,20 @@ def _child(
     _reply(replies, {"id": request_id, "event": "finished", "result": result.to_json()})
     replies.flush()
     return 0
+
+
+def _reply_raw(fd: int, request_id: int, why: str) -> None:
+    message = {"id": request_id, "event": "finished", "result": _died(why)}
+    with contextlib.suppress(OSError):
+        os.write(fd, (json.dumps(message, separators=(",", ":")) + "\n").encode())
+
+
+def _sweep(epochs: Path) -> None:
+    """Remove staging directories a killed build left behind (never a published epoch)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(epochs):
+            if entry.name.startswith(STAGING_PREFIX) and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _is_finished(raw: bytes) -> bool:

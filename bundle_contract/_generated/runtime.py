@@ -10,3 +10,4 @@ PLUGIN_ROOT_VARIABLE = "BUNDLE_PLUGIN_ROOT"  # the installed bundle's root
 RECEIPT_BODY_MAX_BYTES = 16384  # limit receipt-body
 WRAPPER_POST_MS = 750  # wrapper-post-time
 TOKEN_MAX_CHARS = 256  # SessionToken.json
+ARTIFACT_SOURCES = "src"  # the project's modules in an artifact

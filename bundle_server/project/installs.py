@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from bundle_contract._build import layout
@@ -34,6 +34,8 @@ def plugin_dir(installs: Path, host: str, epoch_id: str) -> Path:
 def install(installs: Path, host: str, epoch_id: str, artifact: Path, project: Path) -> Path:
     """Install `artifact` for `host` (idempotent); returns the plugin directory."""
     final = install_root(installs, host, epoch_id)
+    if final.parent.is_symlink() or final.is_symlink():
+        raise OSError(f"{final.parent} is a symbolic link; an install never goes through one")
     if not final.exists():
         final.parent.mkdir(parents=True, exist_ok=True)
         staging = final.with_name(f".{epoch_id}.{os.getpid()}.{os.urandom(3).hex()}")
@@ -51,17 +53,33 @@ def install(installs: Path, host: str, epoch_id: str, artifact: Path, project: P
     return plugin_dir(installs, host, epoch_id)
 
 
-def prune(installs: Path, keep: Iterable[str]) -> None:
-    """Remove every install of an epoch not in `keep`."""
+def prune(installs: Path, keep: Iterable[str], is_epoch: Callable[[str], bool]) -> None:
+    """Remove every install of an epoch not in `keep`: only directories named like epochs,
+    in host directories that are directories, none through a symlink."""
     kept = set(keep)
-    if not installs.is_dir():
+    try:
+        hosts = [e for e in os.scandir(installs) if e.is_dir(follow_symlinks=False)]
+    except OSError:
         return
-    for host_dir in installs.iterdir():
-        if not host_dir.is_dir():
+    for host_dir in hosts:
+        try:
+            trees = list(os.scandir(host_dir.path))
+        except OSError:
             continue
-        for tree in host_dir.iterdir():
-            if tree.name not in kept:
-                shutil.rmtree(tree, ignore_errors=True)
+        for tree in trees:
+            if is_epoch(tree.name) and tree.is_dir(follow_symlinks=False) and tree.name not in kept:
+                remove_tree(Path(tree.path))
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a directory we made: renamed aside first, so a half-removed one is never seen
+    under its name (a session must never launch from it)."""
+    aside = path.with_name(f".removing-{path.name}-{os.urandom(3).hex()}")
+    try:
+        os.rename(path, aside)
+    except OSError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _link_or_copy(source: str, target: str) -> str:

@@ -35,8 +35,12 @@ class ServerLock:
         """Take the project's lock or raise ProjectAlreadyServed."""
         row = get_spec().file(LOCK_FILE)
         path = project_root / row["path"]
+        if path.parent.is_symlink():
+            # A repository can ship `.bundle` as a link; the server writes nothing through it.
+            raise OSError(f"{path.parent} is a symbolic link; refusing to write through it")
         path.parent.mkdir(mode=int(row["dir_mode"], 8), parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, int(row["mode"], 8))
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        fd = os.open(path, flags, int(row["mode"], 8))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

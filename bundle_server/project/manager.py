@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import sys
 import threading
 import time
@@ -48,7 +47,6 @@ from bundle_server.trace.hub import TraceHub
 
 log = logging.getLogger("bundle_server.project")
 
-CACHE_FILE = "digests.json"
 TRACE_SOURCE = "diagnostic"
 
 
@@ -90,11 +88,15 @@ class ProjectLoop:
         self._settle = spec.limit("watch-settle")["maximum"] / 1000
         self._batch = spec.limit("watch-batch")["maximum"] / 1000
         self._worker = BuildWorker(
-            self.root, self.epochs, self.state_dir / CACHE_FILE, python=python
+            self.root, self.epochs, self.state_dir / self._layout.digest_cache, python=python
         )
         self._watcher: ProjectWatcher | None = None
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
+        # Held while a state change and the events telling it are published, by the loop and
+        # the watcher alike, so the event order always matches the order of the changes.
+        # Never held while a build or an install runs.
+        self._ordered = threading.RLock()
         self._pending: list[tuple[str, list[str]]] = []
         self._building = False
         self._storm_since: float | None = None  # first change of a storm (see _settle_storm)
@@ -176,15 +178,16 @@ class ProjectLoop:
 
     def _changed(self, paths: list[str]) -> None:
         invalidation = {"occurredAt": utc_timestamp(), "paths": paths, "reason": "source-change"}
-        self.hub.publish("source.changed", invalidation)
+        with self._ordered:
+            self.hub.publish("source.changed", invalidation)
+            with self._lock:
+                moved = self._move_artifact("source changed")
+            if moved:
+                self.hub.publish("artifact.status", self.status()["artifact"])
+            self.invalidate("source-change", paths)
         self._trace(
             "source.changed", f"{len(paths)} project file(s) changed", details={"paths": paths[:20]}
         )
-        with self._lock:
-            moved = self._move_artifact("source changed")
-        if moved:
-            self.hub.publish("artifact.status", self.status()["artifact"])
-        self.invalidate("source-change", paths)
 
     def close(self) -> None:
         """Stop watching and building; a build in progress is stopped with its worker."""
@@ -278,9 +281,15 @@ class ProjectLoop:
         self._finished(running, result)
 
     def _prepare_state(self) -> dict[str, Any] | None:
+        # Everything below the state root is ours to create, write and prune: a symlink there
+        # (a cloned repository can ship `.bundle/state/epochs -> ~`) would make pruning delete
+        # another directory's content, so none is followed, and the directories are refused.
+        base = self.root if self.state_dir.is_relative_to(self.root) else self.state_dir
         try:
-            self.epochs.mkdir(parents=True, exist_ok=True)
-            self.installs.mkdir(parents=True, exist_ok=True)
+            for directory in (self.epochs, self.installs):
+                _refuse_symlinks(base, directory)
+                directory.mkdir(parents=True, exist_ok=True)
+                _refuse_symlinks(base, directory)
             probe = self.state_dir / f".probe-{os.getpid()}"
             probe.write_bytes(b"")
             probe.unlink()
@@ -301,21 +310,22 @@ class ProjectLoop:
             diagnostics=[],
             outcome="running",
         )
-        with self._lock:
-            condition = (
-                "a newer source revision"
-                if self._build["state"] == "building"
-                else "a source revision to build"
-            )
-            state = state_machine("build-status").next_state(
-                self._build["state"], "build started", condition
-            )
-            build: dict[str, Any] = {"state": state, "activeAttempt": dict(running)}
-            if "lastAttempt" in self._build:
-                build["lastAttempt"] = self._build["lastAttempt"]
-            self._build = build
-        self.hub.publish("build.started", dict(running))
-        self._trace("build.started", f"build {attempt_id} started", status="running")
+        with self._ordered:
+            with self._lock:
+                condition = (
+                    "a newer source revision"
+                    if self._build["state"] == "building"
+                    else "a source revision to build"
+                )
+                state = state_machine("build-status").next_state(
+                    self._build["state"], "build started", condition
+                )
+                build: dict[str, Any] = {"state": state, "activeAttempt": dict(running)}
+                if "lastAttempt" in self._build:
+                    build["lastAttempt"] = self._build["lastAttempt"]
+                self._build = build
+            self.hub.publish("build.started", dict(running))
+            self._trace("build.started", f"build {attempt_id} started", status="running")
 
     def _finished(self, running: dict[str, Any], result: dict[str, Any]) -> None:
         try:
@@ -361,23 +371,31 @@ class ProjectLoop:
         self, attempt: dict[str, Any], epoch: dict[str, Any], result: dict[str, Any]
     ) -> None:
         revision = attempt["sourceRevision"]
-        with self._lock:
-            self._build = {
-                "state": state_machine("build-status").next_state(
-                    self._build["state"], "attempt succeeded", "always"
-                ),
-                "lastAttempt": attempt,
-            }
-            state = state_machine("artifact-status").next_state(
-                self._artifact["state"], "attempt succeeded", "always"
-            )
-            self._artifact = {
-                "state": state,
-                "activeEpoch": epoch,
-                "currentSourceRevision": revision,
-            }
-        self._settle_source(result.get("diagnostics") or [], ok=True, result=result)
-        self.hub.publish("artifact.available", self.status()["artifact"])
+        with self._ordered:
+            with self._lock:
+                self._build = {
+                    "state": state_machine("build-status").next_state(
+                        self._build["state"], "attempt succeeded", "always"
+                    ),
+                    "lastAttempt": attempt,
+                }
+                state = state_machine("artifact-status").next_state(
+                    self._artifact["state"], "attempt succeeded", "always"
+                )
+                self._artifact = {
+                    "state": state,
+                    "activeEpoch": epoch,
+                    "currentSourceRevision": revision,
+                }
+                available = dict(self._artifact)
+                # Files changed while this build ran: the new epoch is already behind them.
+                behind = any(reason == "source-change" for reason, _ in self._pending)
+                if behind:
+                    self._move_artifact("source changed")
+            self._settle_source(result.get("diagnostics") or [], ok=True, result=result)
+            self.hub.publish("artifact.available", available)
+            if behind:
+                self.hub.publish("artifact.status", self.status()["artifact"])
         self._trace(
             "build.succeeded",
             f"build {attempt['id']} published epoch {epoch['id']}",
@@ -393,27 +411,28 @@ class ProjectLoop:
     def _failed(
         self, attempt: dict[str, Any], diagnostics: list[dict[str, Any]], result: dict[str, Any]
     ) -> None:
-        revision = attempt["sourceRevision"]
-        moved = False
-        with self._lock:
-            self._build = {
-                "state": state_machine("build-status").next_state(
-                    self._build["state"], "attempt failed", "always"
-                ),
-                "lastAttempt": attempt,
-            }
-            active = self._artifact.get("activeEpoch")
-            if active is not None and revision not in ("unknown", active["projectRevision"]):
-                moved = self._move_artifact("source changed")
-                self._artifact["currentSourceRevision"] = revision
-            state = state_machine("artifact-status").next_state(
-                self._artifact["state"], "attempt failed", "always"
-            )
-            self._artifact["state"] = state
-        self._settle_source(diagnostics, ok=False, result=result)
-        self.hub.publish("build.failed", attempt)
-        if moved:
-            self.hub.publish("artifact.status", self.status()["artifact"])
+        with self._ordered:
+            revision = attempt["sourceRevision"]
+            moved = False
+            with self._lock:
+                self._build = {
+                    "state": state_machine("build-status").next_state(
+                        self._build["state"], "attempt failed", "always"
+                    ),
+                    "lastAttempt": attempt,
+                }
+                active = self._artifact.get("activeEpoch")
+                if active is not None and revision not in ("unknown", active["projectRevision"]):
+                    moved = self._move_artifact("source changed")
+                    self._artifact["currentSourceRevision"] = revision
+                state = state_machine("artifact-status").next_state(
+                    self._artifact["state"], "attempt failed", "always"
+                )
+                self._artifact["state"] = state
+            self._settle_source(diagnostics, ok=False, result=result)
+            self.hub.publish("build.failed", attempt)
+            if moved:
+                self.hub.publish("artifact.status", self.status()["artifact"])
         first = attempt["diagnostics"][0]
         self._trace(
             "build.failed",
@@ -506,20 +525,24 @@ class ProjectLoop:
             listener()
 
     def _prune(self, active: str) -> None:
+        # Only directories named like epochs, never through a symlink (see _prepare_state).
         try:
             epochs = sorted(
-                (p for p in self.epochs.iterdir() if p.is_dir() and not p.name.startswith(".")),
-                key=lambda p: p.stat().st_mtime_ns,
+                (
+                    entry
+                    for entry in os.scandir(self.epochs)
+                    if self._layout.epoch_name(entry.name) and entry.is_dir(follow_symlinks=False)
+                ),
+                key=lambda entry: entry.stat(follow_symlinks=False).st_mtime_ns,
                 reverse=True,
             )
         except OSError:
             return
-        in_use = set(self._in_use())
-        keep = {active} | in_use | {p.name for p in epochs[: self._kept]}
-        for path in epochs:
-            if path.name not in keep:
-                shutil.rmtree(path, ignore_errors=True)
-        installs.prune(self.installs, keep)
+        keep = {active} | set(self._in_use()) | {e.name for e in epochs[: self._kept]}
+        for entry in epochs:
+            if entry.name not in keep:
+                installs.remove_tree(Path(entry.path))
+        installs.prune(self.installs, keep, self._layout.epoch_name)
 
     def _trace(
         self,
@@ -545,6 +568,15 @@ class ProjectLoop:
             self.trace.publish(TRACE_SOURCE, kind, summary, correlation, **optional)
         except Exception:  # the trace hub is closed: the server is stopping
             log.debug("trace entry %s not published", kind)
+
+
+def _refuse_symlinks(base: Path, target: Path) -> None:
+    """OSError when any existing component of `target` below `base` is a symlink."""
+    current = base
+    for part in target.relative_to(base).parts:
+        current = current / part
+        if current.is_symlink():
+            raise OSError(f"{current} is a symbolic link; the state root must not go through one")
 
 
 def _as_diagnostic(error: Any) -> dict[str, Any]:

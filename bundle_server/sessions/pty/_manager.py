@@ -35,6 +35,7 @@ Theory of operation:
 from __future__ import annotations
 
 import builtins
+import collections
 import contextlib
 import os
 import re
@@ -160,6 +161,7 @@ class SessionManager:
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
         self._reserved = 0
+        self._starting: collections.Counter[str] = collections.Counter()
         self._closed = False
         self._close_done = threading.Event()
         self._engine: Engine | None = None
@@ -334,7 +336,7 @@ class SessionManager:
         # Bounded by the ladder: two grace periods and the SIGKILL wait, with some slack.
         wait_for(session.settled, 2 * self._grace + KILL_WAIT_SECONDS + 5.0)
 
-    def _reserve(self, restart_of: Session | None) -> None:
+    def _reserve(self, restart_of: Session | None, epoch_id: str | None = None) -> None:
         with self._lock:
             if self._closed:
                 raise SessionServiceUnavailable("the host-session service is closed")
@@ -348,6 +350,9 @@ class SessionManager:
             if restart_of is not None and restart_of.running:
                 restart_of.inherited = True
             self._reserved += 1
+            if epoch_id is not None:
+                # In use from now on: pruning must not remove the install it will launch from.
+                self._starting[epoch_id] += 1
 
     def _create(
         self,
@@ -371,7 +376,7 @@ class SessionManager:
         launch = resolve(host, self._overrides, env)
         epoch_id, plugin_dir = self._attach(host)
         argv = launch.argv if plugin_dir is None else (*launch.argv, *plugin_args(host, plugin_dir))
-        self._reserve(restart_of)
+        self._reserve(restart_of, epoch_id)
         try:
             if restart_of is not None:
                 restart_of.request_terminate()
@@ -389,6 +394,8 @@ class SessionManager:
         finally:
             with self._lock:
                 self._reserved -= 1
+                if epoch_id is not None:
+                    self._starting[epoch_id] -= 1
         if seed is not None:
             # A host that already exited has no use for its prompt.
             with contextlib.suppress(MalformedSessionRequest):

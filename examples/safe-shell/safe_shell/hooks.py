@@ -29,7 +29,18 @@ def before_tool(payload, context):
 
 
 def stop(payload, context):
-    """Continue: a stop hook that denies must first check it is not already re-entered."""
+    """Before the agent stops, make it take back a destructive command it proposed.
+
+    A stop hook that denies keeps the agent working; `stopHookActive` says a stop hook already
+    did so for this turn, and then the agent must be let go, or it would never stop.
+    """
     if payload["stopHookActive"]:
-        return None  # the agent is already continuing because of a stop hook: let it stop
-    return None
+        return None
+    reason = why_destructive(payload.get("lastAssistantMessage") or "")
+    if reason is None:
+        return None
+    return {
+        "outcome": "deny",
+        "reason": f"safe-shell: your last message proposes a command that {reason};"
+        " say it must not be run, or offer a safer one",
+    }

@@ -2,10 +2,13 @@
 
 import re
 
+# `rm` with a recursive flag (-r, -R, -rf, -fr, ...) among its options, then the target.
+RECURSIVE_RM = r"\brm\s+(-[a-zA-Z]*\s+)*-[a-zA-Z]*[rR][a-zA-Z]*\s+(-[a-zA-Z]*\s+)*"
+
 # Each pattern names what it refuses; the name becomes the deny reason.
 DESTRUCTIVE = [
-    ("deletes the filesystem root", re.compile(r"\brm\s+(-[a-zA-Z]*\s+)*-[a-zA-Z]*[rR][a-zA-Z]*\s+(-[a-zA-Z]*\s+)*/(\s|$|\*)")),
-    ("deletes the home directory", re.compile(r"\brm\s+(-[a-zA-Z]*\s+)*-[a-zA-Z]*[rR][a-zA-Z]*\s+(-[a-zA-Z]*\s+)*~/?(\s|$)")),
+    ("deletes the filesystem root", re.compile(RECURSIVE_RM + r"/(\s|$|\*)")),
+    ("deletes the home directory", re.compile(RECURSIVE_RM + r"~/?(\s|$)")),
     ("formats a disk", re.compile(r"\bmkfs(\.\w+)?\b")),
     ("overwrites a block device", re.compile(r"\bdd\b.*\bof=/dev/")),
     ("is a fork bomb", re.compile(r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:")),
