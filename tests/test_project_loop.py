@@ -441,7 +441,16 @@ def test_old_epochs_are_pruned_but_never_one_a_running_session_uses(
         project.wait_event("dev.host.sync", host="host_b", state="synced")
     loop = project.server.project
     assert loop is not None
-    epochs = sorted(p.name for p in loop.epochs.iterdir() if p.name.startswith("ep_"))
+
+    def epochs_now() -> list[str]:
+        return sorted(p.name for p in loop.epochs.iterdir() if p.name.startswith("ep_"))
+
+    # Pruning is the last step of a build, after its events: give it a moment.
+    deadline = time.monotonic() + 10
+    while len(epochs_now()) > kept + 1:
+        assert time.monotonic() < deadline, epochs_now()
+        time.sleep(0.02)
+    epochs = epochs_now()
     assert first in epochs and len(epochs) == kept + 1  # the newest `kept`, and the one in use
     assert Path(session["authority"]["installDestination"]).is_dir()
     for host_dir in loop.installs.iterdir():
@@ -477,3 +486,32 @@ def test_a_bundle_directory_that_is_a_symlink_refuses_the_start(tmp_path: Path) 
         start_dev_server(root)
     assert (elsewhere / "server.lock").read_text() == "someone's file"
     assert sorted(p.name for p in elsewhere.iterdir()) == ["server.lock"]
+
+
+def test_a_build_reply_naming_paths_outside_the_epochs_is_not_trusted(tmp_path: Path) -> None:
+    from bundle_server.project.hub import ProjectHub
+    from bundle_server.project.manager import ProjectLoop
+    from bundle_server.trace.hub import TraceHub
+
+    root = write_project(tmp_path / "p")
+    environ = {"BUNDLE_STATE_ROOT": str(tmp_path / "state")}
+    loop = ProjectLoop(root, hub=ProjectHub(), trace=TraceHub(), environ=environ, watch=False)
+    epoch = {
+        "id": "ep_0123456789abcdef",
+        "configDigest": "sha256:a",
+        "createdAt": "2026-01-01T00:00:00.000Z",
+        "diagnostics": {"errors": 0, "infos": 0, "warnings": 0},
+        "manifestPath": "/x/bundle.manifest.json",
+        "modelDigest": "sha256:b",
+        "projectRevision": "sha256:c",
+        "targetDigests": {},
+    }
+    good = {"ok": True, "epoch": epoch, "artifact": str(loop.epochs / epoch["id"])}
+    assert loop._checked(good) is good
+    for forged in (
+        {**good, "artifact": "/home"},
+        {**good, "epoch": {**epoch, "id": "../../home"}, "artifact": str(loop.epochs)},
+        {**good, "epoch": {"id": "ep_0123456789abcdef"}},
+    ):
+        checked = loop._checked(forged)
+        assert not checked["ok"] and checked["diagnostics"][0]["code"] == "BX4705"

@@ -28,7 +28,9 @@ def file_row(
     why = path_problem(relative)
     if why is not None:
         raise ManifestPathUnsafe(f"file path {relative!r} {why}", {"value": relative})
-    if outside_root(root, relative):
+    # A file the caller wrote and hashed itself is a regular file it made, not a link: only
+    # files it did not vouch for need the (costly, two realpath calls) containment check.
+    if known is None and outside_root(root, relative):
         raise ArtifactFileUnusable(
             f"{relative!r} is a symlink leading outside the artifact root {str(root)!r}",
             {"path": relative, "root": str(root)},

@@ -30,8 +30,9 @@ def outside_root(root: Path, relative: str) -> bool:
 def file_facts(path: Path, known: tuple[int, str] | None = None) -> FileFacts:
     """Size and digest of a regular file; raises OSError (IsADirectoryError, ...) otherwise.
 
-    With `known` (bytes, sha256) the file is only stat-checked: the size must match."""
-    stat = path.stat()
+    With `known` (bytes, sha256) the file is only stat-checked, without following a link (a
+    caller vouching for a file it wrote has made a regular file): the size must match."""
+    stat = path.lstat() if known is not None else path.stat()
     # Checked before opening: opening a FIFO would block and a device could read forever.
     if not S_ISREG(stat.st_mode):
         raise OSError(f"{path} is not a regular file")

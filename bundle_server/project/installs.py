@@ -2,12 +2,12 @@
 
 Theory of operation: the active epoch is installed once per target host kind at
 `<state>/installs/<host>/<epoch id>/`, a tree of hard links to the epoch (epochs are never
-modified, so the links are free and safe), plus `.bundle-dev.json` (DevLink: the project
-whose server takes the hook receipts). The host is pointed at that tree's plugin directory
-(`hosts/<host>/`). An install is written into a staging directory and renamed into place, so
-a host never sees half of one. Each epoch gets its own directory: a session running with an
-older epoch keeps its files until that install is pruned, which `prune` never does to an
-install a caller says is in use.
+modified, so the links are free and safe) without the other hosts' plugin directories, plus
+`.bundle-dev.json` (DevLink: the project whose server takes the hook receipts). The host is
+pointed at that tree's plugin directory (`hosts/<host>/`). An install is written into a
+staging directory and renamed into place, so a host never sees half of one. Each epoch gets
+its own directory: a session running with an older epoch keeps its files until that install
+is pruned, which `prune` never does to an install a caller says is in use.
 """
 
 from __future__ import annotations
@@ -40,7 +40,13 @@ def install(installs: Path, host: str, epoch_id: str, artifact: Path, project: P
         final.parent.mkdir(parents=True, exist_ok=True)
         staging = final.with_name(f".{epoch_id}.{os.getpid()}.{os.urandom(3).hex()}")
         try:
-            shutil.copytree(artifact, staging, copy_function=_link_or_copy, symlinks=True)
+            shutil.copytree(
+                artifact,
+                staging,
+                copy_function=_link_or_copy,
+                symlinks=True,
+                ignore=_other_hosts(artifact, host),
+            )
             link = {"version": 1, "project": str(project)}
             dev_link = staging / get_spec().file("dev-link")["path"]
             dev_link.write_text(json.dumps(link) + "\n", encoding="utf-8")
@@ -80,6 +86,19 @@ def remove_tree(path: Path) -> None:
     except OSError:
         return
     shutil.rmtree(aside, ignore_errors=True)
+
+
+def _other_hosts(artifact: Path, host: str) -> Callable[[str, list[str]], set[str]]:
+    """copytree's ignore: the plugin directories of the other host kinds (a host loads its
+    own only; the shared sources, launchers and payloads are everyone's)."""
+    mine = artifact / layout().plugin_dir(host)
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        if Path(directory) == mine.parent:
+            return {name for name in names if name != mine.name}
+        return set()
+
+    return ignore
 
 
 def _link_or_copy(source: str, target: str) -> str:

@@ -39,6 +39,7 @@ from bundle_contract._generated.errors import BuildFailed, ConfigFileMissing, St
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_contract._states import state_machine
+from bundle_contract._validation import problems
 from bundle_server.project import installs
 from bundle_server.project.builder import BuildWorker, WorkerFailed
 from bundle_server.project.hub import ProjectHub
@@ -334,6 +335,7 @@ class ProjectLoop:
             self.first_build.set()
 
     def _finish(self, running: dict[str, Any], result: dict[str, Any]) -> None:
+        result = self._checked(result)
         ok = bool(result.get("ok"))
         machine = state_machine("build-attempt")
         condition = "no errors" if ok else "errors"
@@ -352,6 +354,23 @@ class ProjectLoop:
         else:
             attempt["diagnostics"] = self._two_diagnostics(diagnostics)
             self._failed(attempt, diagnostics, result)
+
+    def _checked(self, result: dict[str, Any]) -> dict[str, Any]:
+        # The reply crossed a pipe the build child shares with the project's code: a success
+        # must name a real epoch under our epochs directory before anything trusts its paths.
+        if not result.get("ok"):
+            return result
+        epoch: Any = result.get("epoch")
+        artifact = result.get("artifact")
+        problem = problems("ArtifactEpoch.json", epoch)
+        if not problem and not self._layout.epoch_name(epoch["id"]):
+            problem = [f"{epoch['id']!r} is not an epoch id"]
+        if not problem and artifact != str(self.epochs / epoch["id"]):
+            problem = [f"{artifact!r} is not its epoch's directory"]
+        if not problem:
+            return result
+        why = f"the build answered an unusable result: {problem[0]}"
+        return {**result, "ok": False, "diagnostics": [_as_diagnostic(BuildFailed(why))]}
 
     def _two_diagnostics(self, diagnostics: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # Seed 001: a failed attempt has exactly two diagnostics. The first problem found
