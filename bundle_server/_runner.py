@@ -16,6 +16,7 @@ Logs go to stderr at INFO; request lines are never logged at that level.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import signal
 import sys
@@ -97,7 +98,11 @@ def _serve(project_dir: str, port: int, open_browser: bool, ready_file: Path | N
         print(f"bundle-server: error: {message}", file=sys.stderr, flush=True)
         return 2
     except (OSError, RuntimeError) as exc:
-        print(f"bundle-server: cannot start: {exc}", file=sys.stderr, flush=True)
+        if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+            message = f"port {port} on 127.0.0.1 is in use (try --port 0 for a free one)"
+        else:
+            message = str(exc)
+        print(f"bundle-server: cannot start: {message}", file=sys.stderr, flush=True)
         return 1
     with server:
         log.info("serving %s at %s", server.project_root, server.url)

@@ -68,9 +68,17 @@ def test_session_rules() -> None:
 
 
 @pytest.mark.parametrize(
-    "value", ["application/json", "application/json; charset=utf-8", "Application/JSON"]
+    "value",
+    [
+        "application/json",
+        "application/json; charset=utf-8",
+        "Application/JSON",
+        'application/json; charset="UTF-8"',
+        "application/json;charset=utf8",
+        ["application/json"],
+    ],
 )
-def test_json_media_type_passes(value: str) -> None:
+def test_json_media_type_passes(value: str | list[str]) -> None:
     check_json_media_type(value)
 
 
@@ -83,9 +91,13 @@ def test_json_media_type_passes(value: str) -> None:
         "application/jsonx",
         "text/plain; application/json",
         "application/json-seq",
+        "application/json; charset=utf-16",
+        "application/json; charset=latin-1",
+        ["application/json", "text/plain"],
+        ["application/json", "application/json"],
     ],
 )
-def test_other_media_types_fail(value: str | None) -> None:
+def test_other_media_types_fail(value: str | list[str] | None) -> None:
     with pytest.raises(UnsupportedMediaType) as caught:
         check_json_media_type(value)
     assert caught.value.http_status == 415

@@ -132,9 +132,10 @@ def test_a_busy_port_exits_1_with_a_message(project: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        result = run(str(project), "--port", str(taken.getsockname()[1]))
+        port = taken.getsockname()[1]
+        result = run(str(project), "--port", str(port))
     assert result.returncode == 1
-    assert "cannot start" in result.stderr
+    assert f"cannot start: port {port} on 127.0.0.1 is in use" in result.stderr
     assert not receipt_endpoint_path(project.resolve()).exists()
 
 

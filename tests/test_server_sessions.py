@@ -9,6 +9,7 @@ import base64
 import hashlib
 import http.client
 import json
+import socket
 import sys
 import threading
 import time
@@ -188,6 +189,36 @@ def test_input_limit_is_16_kib_of_utf8_bytes(make_server: Any) -> None:
     for bad in ({}, {"data": 1}, {"data": "x", "more": 1}):
         reply = client.request("POST", path, bad)
         assert (reply.status, reply.code()) == (400, "AB8261")
+
+
+def test_integral_floats_are_integers_as_json_schema_says(make_server: Any) -> None:
+    _server, client = make_server("sleep")
+    session = client.create(cols=100.0, rows=30.0)
+    assert (session["cols"], session["rows"]) == (100, 30)
+    assert type(session["cols"]) is int
+    path = f"/api/sessions/{session['id']}"
+    assert client.request("POST", f"{path}/resize", {"cols": 90.0, "rows": 20.0}).status == 204
+    reply = client.request("POST", f"{path}/resize", {"cols": 90.5, "rows": 20})
+    assert (reply.status, reply.code()) == (400, "AB8261")
+
+
+def test_the_input_body_is_read_no_further_than_legal_input_can_reach(make_server: Any) -> None:
+    _server, client = make_server("sleep")
+    path = f"/api/sessions/{client.create()['id']}/input"
+    # The longest legal body: 16 KiB of control characters, each escaped as \u00XX.
+    longest = json.dumps({"data": "\x01" * INPUT_MAX}).encode()
+    assert len(longest) <= get_spec().limit("session-input-body")["maximum"]
+    assert client.request("POST", path, raw=longest).status == 204
+    # A declared length past that is refused before a byte of the body is sent.
+    bound = get_spec().limit("session-input-body")["maximum"]
+    with socket.create_connection(("127.0.0.1", client.port), timeout=10) as sock:
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{client.port}\r\n"
+            f"x-bundle-session: {client.token}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {bound + 1}\r\n\r\n".encode()
+        )
+        head = sock.recv(65536)
+    assert head.startswith(b"HTTP/1.1 413 ")
 
 
 def test_unsupported_method_is_405(make_server: Any) -> None:

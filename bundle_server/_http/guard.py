@@ -114,11 +114,29 @@ def check_receipt_token(authorization: str | None, token: str) -> None:
         raise ReceiptTokenInvalid("the receipt endpoint's bearer token is required")
 
 
-def check_json_media_type(content_type: str | None) -> None:
-    """The body must be declared `application/json` (e.g. with `; charset=utf-8`)."""
-    media_type = (content_type or "").split(";", 1)[0].strip().lower()
-    if media_type != "application/json":
+def check_json_media_type(content_type: str | list[str] | None) -> None:
+    """The body must be declared `application/json` once, in UTF-8 if a charset is named.
+
+    A list is every Content-Type header the request sent: two of them (even two equal ones)
+    leave it to the reader which one counts, so the request is refused. A charset other than
+    UTF-8 would be decoded as UTF-8 anyway (RFC 8259 says JSON is UTF-8): refused, not misread.
+    """
+    values = content_type if isinstance(content_type, list) else [content_type or ""]
+    if len(values) > 1:
         raise UnsupportedMediaType(
-            "JSON bodies need Content-Type: application/json",
-            {"contentType": (content_type or "")[:100]},
+            "one Content-Type header, please", {"contentType": " | ".join(values)[:100]}
         )
+    value = values[0] if values else ""
+    media_type, _, parameters = value.partition(";")
+    if media_type.strip().lower() != "application/json":
+        raise UnsupportedMediaType(
+            "JSON bodies need Content-Type: application/json", {"contentType": value[:100]}
+        )
+    for parameter in parameters.split(";"):
+        name, _, argument = parameter.partition("=")
+        charset = argument.strip().strip('"').lower()
+        if name.strip().lower() == "charset" and charset not in ("utf-8", "utf8"):
+            raise UnsupportedMediaType(
+                "JSON bodies are UTF-8: charset must be utf-8 when named",
+                {"contentType": value[:100]},
+            )

@@ -44,6 +44,9 @@ from bundle_server._http.routing import Route, auth_row, session_cookie
 from bundle_server._streams.sequenced import parse_cursor
 
 INTEGER = re.compile(r"-?[0-9]{1,20}")
+# Where a server puts every Content-Type header a request sent (WSGI keeps only one in
+# CONTENT_TYPE); our shell does. Without it the app sees what WSGI kept.
+CONTENT_TYPES_KEY = "bundle.content_types"
 READ_CHUNK = 65536
 QUERY_PARSERS: dict[str, Callable[[str | None], Any]] = {"Cursor.json": parse_cursor}
 
@@ -187,7 +190,15 @@ def read_bounded(route: Route, request: Request) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while size <= limit:
-        chunk = stream.read(min(READ_CHUNK, limit + 1 - size))
+        try:
+            chunk = stream.read(min(READ_CHUNK, limit + 1 - size))
+        except (OSError, ValueError) as exc:
+            # A malformed chunked framing (the server's reader refuses it) or a client gone
+            # mid-body: the request is bad, not the server. Answered in the envelope, quietly.
+            raise request_error(route)(
+                "the request body's framing is malformed or it ended early",
+                {"reason": str(exc)[:100]},
+            ) from None
         if not chunk:
             break
         chunks.append(chunk)
@@ -205,7 +216,9 @@ def json_body(route: Route, request: Request) -> Any:
     """The route's JSON body: media type, size, parse, then strict schema validation."""
     error = request_error(route)
     try:
-        check_json_media_type(request.headers.get("Content-Type"))
+        sent = request.environ.get(CONTENT_TYPES_KEY)
+        declared = list(sent) if sent is not None else request.headers.getlist("Content-Type")
+        check_json_media_type(declared)
     except ContractError as exc:
         if error is InvalidRequest:
             raise

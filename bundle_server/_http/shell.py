@@ -38,6 +38,7 @@ from bundle_contract._generated.errors import (
     RequestLineTooLong,
 )
 from bundle_contract._spec import get_spec
+from bundle_server._http.request import CONTENT_TYPES_KEY
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
@@ -210,6 +211,13 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
                 raise _HeadersTooLarge(f"more than {limits.count} request headers")
         text = b"".join(lines).decode("iso-8859-1") + "\r\n"
         return email.parser.Parser(_class=pywsgi.OldMessage).parsestr(text)
+
+    def get_environ(self) -> dict[str, Any]:
+        environ: dict[str, Any] = super().get_environ()
+        # WSGI keeps one CONTENT_TYPE; the app refuses a request that sent several, so it is
+        # told every one (a key of ours, as WSGI allows for server extensions).
+        environ[CONTENT_TYPES_KEY] = tuple(self.headers.get_all("Content-Type") or ())
+        return environ
 
     def _handle_client_error(self, ex: BaseException) -> tuple[str, bytes]:
         # pywsgi answers a bad head with an empty text/plain 400 and prints some errors to

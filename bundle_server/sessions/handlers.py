@@ -54,13 +54,17 @@ def list_sessions(call: Call) -> dict[str, Any]:
     return manager(call).list()
 
 
+def dimensions(body: dict[str, Any]) -> dict[str, int]:
+    """`cols` and `rows` of a validated body as ints: JSON Schema's `integer` admits 318.0,
+    which JSON cannot tell from 318, so the schema's yes is honoured here, at the boundary."""
+    return {key: int(body[key]) for key in ("cols", "rows")}
+
+
 @handler("sessions.create")
 def create_session(call: Call) -> Reply:
     """201 `{session}`: a running session of `host` at `cols` x `rows`, `prompt` typed in."""
     body = call.body
-    record = manager(call).create(
-        body["host"], cols=body["cols"], rows=body["rows"], prompt=body.get("prompt")
-    )
+    record = manager(call).create(body["host"], **dimensions(body), prompt=body.get("prompt"))
     return Reply(201, {"session": record})
 
 
@@ -97,7 +101,7 @@ def session_input(call: Call) -> None:
 def resize_session(call: Call) -> None:
     """204: the terminal's new size (the child gets SIGWINCH, streams a `state` event)."""
     body = call.body
-    manager(call).resize(call.params["sessionId"], cols=body["cols"], rows=body["rows"])
+    manager(call).resize(call.params["sessionId"], **dimensions(body))
 
 
 @handler("sessions.terminate")
@@ -110,7 +114,7 @@ def terminate_session(call: Call) -> dict[str, Any]:
 def restart_session(call: Call) -> Reply:
     """201 `{session}`: the replacement, carrying `restartOf`; a running original ends first."""
     body = call.body
-    record = manager(call).restart(call.params["sessionId"], cols=body["cols"], rows=body["rows"])
+    record = manager(call).restart(call.params["sessionId"], **dimensions(body))
     return Reply(201, {"session": record})
 
 
