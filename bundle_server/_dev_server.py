@@ -138,6 +138,8 @@ class DevServer:
         self.project: ProjectLoop | None = None
         self.project_events = ProjectHub()
         self._lock_file: ServerLock | None = None
+        # Whether `open` reached a browser; None when it was not asked for.
+        self.browser_opened: bool | None = None
         self.session_token = new_token()
         self.receipt_token = new_token()
         self.started_at = utc_timestamp()
@@ -204,7 +206,8 @@ class DevServer:
         )
         self.project.start()
         if self.options["open"]:
-            opener(self.workbench_url)
+            # webbrowser.open answers False when no browser can be run (a headless machine).
+            self.browser_opened = opener(self.workbench_url) is not False
 
     def _shell_engine(self) -> Engine:
         # The sessions' I/O runs in the shell's own hub (see `sessions/pty/_engine.py` for why);

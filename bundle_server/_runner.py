@@ -107,6 +107,8 @@ def _serve(project_dir: str, port: int, open_browser: bool, ready_file: Path | N
     with server:
         log.info("serving %s at %s", server.project_root, server.url)
         print(f"Workbench: {server.workbench_url}", flush=True)
+        if server.browser_opened is False:
+            print("bundle-server: no browser could be opened; open the URL above", flush=True)
         try:
             if ready_file is not None:
                 write_ready_file(ready_file, server.url, server.session_token)

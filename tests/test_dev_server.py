@@ -255,6 +255,11 @@ def test_open_opens_the_workbench(project: Path) -> None:
     opened: list[str] = []
     with start_dev_server(project, open=True, opener=opened.append) as server:
         assert opened == [server.workbench_url]
+        assert server.browser_opened is True
+    with start_dev_server(project, open=True, opener=lambda url: False) as server:
+        assert server.browser_opened is False  # no browser could be run
+    with start_dev_server(project) as server:
+        assert server.browser_opened is None
 
 
 # --- Failed starts leave nothing behind -----------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import signal
 import socket
 import stat
@@ -145,3 +146,21 @@ def test_the_console_script_is_installed() -> None:
     assert result.returncode == 0
     assert "PROJECT_DIR" in result.stdout
     assert "--ready-file" in result.stdout
+
+
+def test_open_without_a_browser_says_so(project: Path) -> None:
+    # BROWSER names the command webbrowser runs: `false` fails, as a missing browser does.
+    env = {**os.environ, "BROWSER": "false"}
+    with subprocess.Popen(
+        [sys.executable, "-m", "bundle_server", str(project), "--port", "0", "--open"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    ) as server:
+        assert server.stdout is not None
+        lines = [server.stdout.readline(), server.stdout.readline()]
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=STARTUP)
+    assert lines[0].startswith("Workbench: ")
+    assert lines[1].strip() == "bundle-server: no browser could be opened; open the URL above"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,11 @@ def test_installed_wheel_loads_spec(wheel: Path, tmp_path: Path) -> None:
     assert (project / "safe_shell" / "hooks.py").is_file() and not (project / ".bundle").exists()
     run("-m", "bundle_contract._build._cli", str(project), "--out", str(tmp_path / "out"))
     assert (tmp_path / "out" / "bundle.manifest.json").is_file()
+
+
+def test_the_wheel_ships_the_typing_marker_of_each_package(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    for package in ("bundle_contract", "bundle_server", "conformance"):
+        assert f"{package}/py.typed" in names
+    assert not any("/.bundle/" in name or "__pycache__" in name for name in names)
