@@ -13,8 +13,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from _live import RECEIPT_TOKEN, Server, serve
+from _live import RECEIPT_TOKEN, TOKEN, Server, serve
 
+from bundle_server import create_app
+from bundle_server._http.shell import LoopbackShell
+from bundle_server.logs.hub import LogHub
 from bundle_server.trace.hub import TraceHub
 
 RECEIPTS = "/api/trace/receipts"
@@ -97,3 +100,66 @@ def test_another_charset_or_a_second_content_type_is_refused(server: Server, hea
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
     assert status_and_code(send(server, head, body)) == (415, "BX1003")
+
+
+@pytest.fixture
+def quick_body_server() -> Iterator[Server]:
+    """The real stack with a half-second body deadline (the spec's is 30 s)."""
+    hub, logs = TraceHub(), LogHub()
+    shell = LoopbackShell("127.0.0.1", 0, body_timeout=0.5)
+    app = create_app(
+        port=shell.port, session_token=TOKEN, receipt_token=RECEIPT_TOKEN, hub=hub, logs=logs
+    )
+    shell.start(app)
+    try:
+        yield Server(shell.port, hub, logs)
+    finally:
+        shell.stop()
+
+
+def trickle(server: Server, chunked: bool) -> tuple[float, bytes]:
+    framing = "Transfer-Encoding: chunked" if chunked else "Content-Length: 100"
+    head = (
+        f"POST {RECEIPTS} HTTP/1.1\r\nHost: {server.host}\r\n"
+        f"Authorization: Bearer {RECEIPT_TOKEN}\r\nContent-Type: application/json\r\n"
+        f"{framing}\r\n\r\n"
+    )
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(head.encode())
+        sock.settimeout(0.1)
+        received = b""
+        for _ in range(100):  # a byte every 0.1 s: 10 s for the whole body, if let
+            try:
+                sock.sendall(b"1\r\n{\r\n" if chunked else b"{")
+                chunk = sock.recv(65536)
+            except (TimeoutError, OSError):
+                continue
+            if not chunk:
+                break
+            received += chunk
+            if b"\r\n\r\n" in received:
+                break
+    return time.monotonic() - started, received
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["length", "chunked"])
+def test_a_trickled_body_is_cut_at_the_body_deadline(
+    quick_body_server: Server, chunked: bool
+) -> None:
+    elapsed, received = trickle(quick_body_server, chunked)
+    assert received.startswith(b"HTTP/1.1 408 "), received[:200]
+    assert b"BX1008" in received
+    assert elapsed < 5  # the deadline, not the 10 s the trickle would take
+    assert errors_logged(quick_body_server) == []
+
+
+def test_a_body_shorter_than_its_length_is_a_400_not_a_server_error(server: Server) -> None:
+    head = (
+        f"POST {RECEIPTS} HTTP/1.1\r\nHost: {server.host}\r\n"
+        f"Authorization: Bearer {RECEIPT_TOKEN}\r\nContent-Type: application/json\r\n"
+        "Content-Length: 100\r\n\r\n"
+    )
+    raw = send(server, head, b'{"version": 1')  # then the client stops sending
+    assert status_and_code(raw) == (400, "BX1004"), raw[:300]
+    assert errors_logged(server) == []

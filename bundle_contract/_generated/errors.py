@@ -178,6 +178,13 @@ class RequestLineTooLong(RequestError):
     http_status: ClassVar[int] = 414
 
 
+class RequestBodyTimeout(RequestError):
+    """A request body not received in full within the server's bound (limit request-body-time)."""
+
+    code: ClassVar[str] = "BX1008"
+    http_status: ClassVar[int] = 408
+
+
 class SessionRequired(RequestError):
     """Missing, wrong or malformed foreground session cookie or x-bundle-session value."""
 
@@ -532,6 +539,7 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX1005": PayloadTooLarge,
     "BX1006": HeadersTooLarge,
     "BX1007": RequestLineTooLong,
+    "BX1008": RequestBodyTimeout,
     "BX2001": SessionRequired,
     "BX2002": HostNotAllowed,
     "BX2003": OriginNotAllowed,
@@ -621,6 +629,7 @@ __all__ = [
     "ReceiptOriginRefused",
     "ReceiptPeerNotLoopback",
     "ReceiptTokenInvalid",
+    "RequestBodyTimeout",
     "RequestLineTooLong",
     "ResultFieldNotAllowed",
     "ResultShapeInvalid",

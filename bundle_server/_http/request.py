@@ -28,7 +28,12 @@ from werkzeug.wrappers import Request
 from werkzeug.wsgi import get_input_stream
 
 from bundle_contract._error_bases import ContractError
-from bundle_contract._generated.errors import ERRORS, InvalidRequest, PayloadTooLarge
+from bundle_contract._generated.errors import (
+    ERRORS,
+    InvalidRequest,
+    PayloadTooLarge,
+    RequestBodyTimeout,
+)
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import validate
 from bundle_server._http.guard import (
@@ -192,6 +197,8 @@ def read_bounded(route: Route, request: Request) -> bytes:
     while size <= limit:
         try:
             chunk = stream.read(min(READ_CHUNK, limit + 1 - size))
+        except TimeoutError as exc:  # the server's body deadline (the shell sets one)
+            raise RequestBodyTimeout(str(exc)) from None
         except (OSError, ValueError) as exc:
             # A malformed chunked framing (the server's reader refuses it) or a client gone
             # mid-body: the request is bad, not the server. Answered in the envelope, quietly.

@@ -22,6 +22,7 @@ import email.parser
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -64,15 +65,23 @@ class HeaderLimits:
     size: int
     # Seconds one socket read or write may make no progress (`socket-io-timeout`).
     io_timeout: float
+    # Seconds a whole request body may take to arrive (`request-body-time`).
+    body_timeout: float = 30.0
 
     @classmethod
     def from_spec(
-        cls, timeout: float | None = None, io_timeout: float | None = None
+        cls,
+        timeout: float | None = None,
+        io_timeout: float | None = None,
+        body_timeout: float | None = None,
     ) -> HeaderLimits:
-        """The spec's limits; `timeout` and `io_timeout` (seconds) override
-        `header-read-timeout` and `socket-io-timeout` for tests."""
+        """The spec's limits; `timeout`, `io_timeout` and `body_timeout` (seconds) override
+        `header-read-timeout`, `socket-io-timeout` and `request-body-time` for tests."""
         spec = get_spec()
         return cls(
+            body_timeout=spec.limit("request-body-time")["maximum"] / 1000
+            if body_timeout is None
+            else body_timeout,
             timeout=spec.limit("header-read-timeout")["maximum"] / 1000
             if timeout is None
             else timeout,
@@ -83,6 +92,48 @@ class HeaderLimits:
             if io_timeout is None
             else io_timeout,
         )
+
+
+class _DeadlineInput:
+    """wsgi.input whose reads must all end by `deadline`: TimeoutError (an OSError) after it."""
+
+    def __init__(self, inner: Any, deadline: float) -> None:
+        self._inner = inner
+        self._deadline = deadline
+
+    def _call(self, method: str, *args: Any) -> Any:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request body did not arrive in time")
+        timer = gevent.Timeout(left)
+        timer.start()
+        try:
+            return getattr(self._inner, method)(*args)
+        except gevent.Timeout as exc:
+            if exc is not timer:
+                raise
+            raise TimeoutError("the request body did not arrive in time") from None
+        finally:
+            timer.close()
+
+    def read(self, *args: Any) -> bytes:
+        data: bytes = self._call("read", *args)
+        return data
+
+    def readline(self, *args: Any) -> bytes:
+        line: bytes = self._call("readline", *args)
+        return line
+
+    def readlines(self, *args: Any) -> list[bytes]:
+        lines: list[bytes] = self._call("readlines", *args)
+        return lines
+
+    def __iter__(self) -> Any:
+        return iter(self.readline, b"")
+
+    def __getattr__(self, name: str) -> Any:
+        # What pywsgi itself uses after the app (discarding an unread body, ...).
+        return getattr(self._inner, name)
 
 
 class _HeadersTooLarge(ValueError):
@@ -217,6 +268,11 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
         # WSGI keeps one CONTENT_TYPE; the app refuses a request that sent several, so it is
         # told every one (a key of ours, as WSGI allows for server extensions).
         environ[CONTENT_TYPES_KEY] = tuple(self.headers.get_all("Content-Type") or ())
+        # Each socket read has its own timeout, but a body trickled a byte a second never
+        # trips it: the whole body gets one deadline, counted from the end of the head.
+        environ["wsgi.input"] = _DeadlineInput(
+            environ["wsgi.input"], time.monotonic() + self.server.limits.body_timeout
+        )
         return environ
 
     def _handle_client_error(self, ex: BaseException) -> tuple[str, bytes]:
@@ -314,9 +370,10 @@ class LoopbackShell:
         *,
         header_timeout: float | None = None,
         io_timeout: float | None = None,
+        body_timeout: float | None = None,
         stop_grace: float = STOP_GRACE_SECONDS,
     ) -> None:
-        self.limits = HeaderLimits.from_spec(header_timeout, io_timeout)
+        self.limits = HeaderLimits.from_spec(header_timeout, io_timeout, body_timeout)
         self.host = host
         self._listener: socket.socket | None = bind_loopback(host, port)
         self.port: int = self._listener.getsockname()[1]
