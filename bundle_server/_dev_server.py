@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from bundle_contract._build import layout
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import validate
@@ -52,6 +53,7 @@ from bundle_server.receipts.endpoint_file import (
 )
 from bundle_server.sessions.pty import SessionManager
 from bundle_server.sessions.pty._engine import Engine, wait_for
+from bundle_server.sessions.pty._ledger import reap_leftovers
 from bundle_server.sessions.pty._manager import unattached
 from bundle_server.trace.hub import TraceHub
 from bundle_server.workbench.handlers import token_parameter
@@ -176,9 +178,21 @@ class DevServer:
             watch=self._watch,
             in_use=self._epochs_in_use,
         )
+        # What a killed predecessor's sessions left running ends before any session starts.
+        ledger = self.project.state_path(layout().session_ledger)
+        if ledger is not None:
+            killed = reap_leftovers(ledger, get_spec().variable("host-session-id"))
+            if killed:
+                self.hub.publish(
+                    "diagnostic",
+                    "sessions.reaped",
+                    f"ended {killed} process(es) left running by a server that was killed",
+                    status="ok",
+                )
         self.sessions = SessionManager(
             self.project_root,
             attach=self._attach,
+            ledger=ledger,
             executables=self._host_executables,
             publish=functools.partial(self.hub.publish, "session"),
             engine=self._shell_engine,

@@ -7,7 +7,9 @@ that name another charset or come twice.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import select
 import socket
 import time
 from collections.abc import Iterator
@@ -127,19 +129,24 @@ def trickle(server: Server, chunked: bool) -> tuple[float, bytes]:
     started = time.monotonic()
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(head.encode())
-        sock.settimeout(0.1)
         received = b""
         for _ in range(100):  # a byte every 0.1 s: 10 s for the whole body, if let
+            # Read before each write: a write after the server closed would draw a reset,
+            # which can discard its answer unread.
+            ready, _, _ = select.select([sock], [], [], 0.1)
+            if ready:
+                chunk = sock.recv(65536)
+                if not chunk:  # the server answered and closed: the whole answer is in
+                    break
+                received += chunk
+                continue
             try:
                 sock.sendall(b"1\r\n{\r\n" if chunked else b"{")
-                chunk = sock.recv(65536)
-            except (TimeoutError, OSError):
-                continue
-            if not chunk:
+            except OSError:
                 break
-            received += chunk
-            if b"\r\n\r\n" in received:
-                break
+        with contextlib.suppress(OSError):
+            while chunk := sock.recv(65536):
+                received += chunk
     return time.monotonic() - started, received
 
 

@@ -36,6 +36,7 @@ class Layout:
     epoch_prefix: str
     epoch_digest_chars: int
     digest_cache: str  # inside the state directory
+    session_ledger: str  # inside the state directory: one record per spawned host session
     state_variable: str
 
     def plugin_dir(self, host: str) -> str:
@@ -99,5 +100,6 @@ def layout() -> Layout:
         epoch_prefix=state["epoch_prefix"],
         epoch_digest_chars=state["epoch_digest_chars"],
         digest_cache=state["digest_cache"],
+        session_ledger=state["session_ledger"],
         state_variable=spec.variable("state-root"),
     )

@@ -124,6 +124,17 @@ class ProjectLoop:
         """True when the project has no config file at all: nothing to build or install."""
         return not any((self.root / name).is_file() for name in self._layout.config_files)
 
+    def state_path(self, relative: str) -> Path | None:
+        """`relative` under the state directory, or None where reaching it would go through a
+        symbolic link (nothing of ours is written through one; see _prepare_state)."""
+        path = self.state_dir / relative
+        base = self.root if self.state_dir.is_relative_to(self.root) else self.state_dir
+        try:
+            _refuse_symlinks(base, path)
+        except OSError:
+            return None
+        return path
+
     def status(self) -> dict[str, Any]:
         """A ProjectStatus snapshot (plain data)."""
         with self._lock:

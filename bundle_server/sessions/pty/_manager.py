@@ -37,6 +37,7 @@ from __future__ import annotations
 import builtins
 import collections
 import contextlib
+import logging
 import os
 import re
 import secrets
@@ -58,6 +59,7 @@ from bundle_contract._host_plugin import plugin_args
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_contract._states import state_machine
+from bundle_server.sessions.pty import _ledger as ledger
 from bundle_server.sessions.pty._engine import Engine, pause, wait_for
 from bundle_server.sessions.pty._hosts import Overrides, availability, resolve
 from bundle_server.sessions.pty._output import OutputSubscription
@@ -103,6 +105,8 @@ def new_session_id() -> str:
     return prefix + "".join(secrets.choice(ID_ALPHABET) for _ in range(length))
 
 
+log = logging.getLogger("bundle_server.pty")
+
 # host kind -> (adopted epoch id, plugin directory of its install), (None, None) when bare.
 Attach = Callable[[str], tuple[str | None, str | os.PathLike[str] | None]]
 # authority.epochId of a session in a bare project (HostSession.json says so).
@@ -130,6 +134,7 @@ class SessionManager:
         project_root: str | os.PathLike[str],
         *,
         attach: Attach | None = None,
+        ledger: Path | None = None,
         executables: Overrides | None = None,
         env: Mapping[str, str] | None = None,
         publish: Publish | None = None,
@@ -140,6 +145,7 @@ class SessionManager:
         spec = get_spec()
         self.project_root = str(Path(project_root).resolve())
         self._attach: Attach = attach or _bare
+        self._ledger = ledger  # where spawned sessions are recorded (see _ledger.py)
         self._overrides: Overrides = dict(executables or {})
         self._env = dict(env) if env is not None else None
         self._publish = publish
@@ -283,6 +289,8 @@ class SessionManager:
         self._wait_settled(session)
         with self._lock:
             self._sessions.pop(session_id, None)
+        if self._ledger is not None:
+            ledger.forget(self._ledger, session_id)
 
     def close(self) -> None:
         """Terminate every session, refuse new ones (AB8265), stop the engine; idempotent,
@@ -303,6 +311,8 @@ class SessionManager:
                 session.request_terminate()
             for session in sessions:
                 self._wait_settled(session)
+                if self._ledger is not None:
+                    ledger.forget(self._ledger, session.id)
             if self._engine is not None:
                 self._engine.stop()
         finally:
@@ -456,6 +466,11 @@ class SessionManager:
             pending_bound=self._pending_max,
             publish=self._publish,
         )
+        if self._ledger is not None:
+            try:
+                ledger.record(self._ledger, session_id, child.pid, child.start)
+            except OSError as exc:  # the session runs; only a crash's clean-up is at stake
+                log.warning("cannot record session %s in %s: %s", session_id, self._ledger, exc)
         with self._lock:
             self._sessions[session_id] = session
         session.start()
