@@ -292,10 +292,11 @@ def test_terminate_delete_and_forget(make_server: Any) -> None:
     assert ended["state"] == "terminated" and "endedAt" in ended and ended["signal"] == "SIGHUP"
     again = client.request("POST", f"/api/sessions/{session_id}/terminate", {})
     assert again.status == 200 and again.json()["session"] == ended
+    # Input and resize conflict with an ended session's state (409); a bad body is still 400.
     reply = client.request("POST", f"/api/sessions/{session_id}/input", {"data": "x"})
-    assert (reply.status, reply.code()) == (400, "AB8261")
+    assert (reply.status, reply.code()) == (409, "AB8261")
     reply = client.request("POST", f"/api/sessions/{session_id}/resize", {"cols": 9, "rows": 9})
-    assert (reply.status, reply.code()) == (400, "AB8261")
+    assert (reply.status, reply.code()) == (409, "AB8261")
     reply = client.request("POST", f"/api/sessions/{session_id}/terminate", {"x": 1})
     assert (reply.status, reply.code()) == (400, "AB8261")
     assert client.request("DELETE", f"/api/sessions/{session_id}").status == 204

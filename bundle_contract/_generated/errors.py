@@ -47,6 +47,7 @@ class MalformedSessionRequest(RequestError):
     variants: ClassVar[dict[str, int]] = {
         "unsupported-method": 405,
         "session-running": 409,
+        "session-not-running": 409,
         "input-too-large": 413,
     }
 

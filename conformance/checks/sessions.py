@@ -631,10 +631,11 @@ def session_input_and_resize(ctx: Context) -> None:
             reply = send(ctx, "sessions.resize", session_id, bad)
             ctx.expect_error(reply, CODE, f"resize to {bad}", "LIM-005", "ERR-004", "ENV-004")
         send(ctx, "sessions.terminate", session_id, {})
+        ended = "session-not-running"
         reply = send(ctx, "sessions.input", session_id, {"data": "x"})
-        ctx.expect_error(reply, CODE, "input to an ended session", "ERR-005")
+        ctx.expect_error(reply, CODE, "input to an ended session", "ERR-005", variant=ended)
         reply = send(ctx, "sessions.resize", session_id, {"cols": 90, "rows": 20})
-        ctx.expect_error(reply, CODE, "resize of an ended session", "ERR-005")
+        ctx.expect_error(reply, CODE, "resize of an ended session", "ERR-005", variant=ended)
     ctx.note(f"input bound {limit} bytes, dimensions {low}..{high}, ended-session refusals")
 
 

@@ -181,6 +181,7 @@ class Session:
             raise MalformedSessionRequest(
                 f"cannot {action} session {self.id} in state {self._record['state']!r}",
                 {"sessionId": self.id, "state": self._record["state"]},
+                variant="session-not-running",
             )
 
     def write(self, data: bytes) -> None:
