@@ -5,8 +5,11 @@
         [--strict] [--slow] [--host host_a]
     bundle-conformance list [--select GLOB ...]
 
-`run` exits 0 when no requirement FAILs or is NOT_TESTABLE (a WARN fails only with --strict),
-1 otherwise, 2 for a usage error (argparse's own convention). `list` prints every requirement
+`run` first checks that the target answers and accepts the session value, and stops with one
+line (exit 2) when it does not; then it prints each check to stderr as it ends, and the results
+to stdout. It exits 0 when no requirement FAILs or is NOT_TESTABLE (a WARN fails only with
+--strict), 1 otherwise, 2 for a usage error (argparse's own convention) or a target it cannot
+check. `list` prints every requirement
 with its level and whether a check covers it (tested / untested / excluded, with the reason).
 """
 
@@ -17,6 +20,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from conformance._preflight import preflight
+from conformance._registry import Check
 from conformance._report import write_reports
 from conformance._results import Status
 from conformance._runner import run
@@ -73,7 +78,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"bundle-conformance: {exc}", file=sys.stderr)
         return 2
-    report = run(target, args.select)
+    problem = preflight(target)
+    if problem is not None:
+        print(f"bundle-conformance: {problem}", file=sys.stderr)
+        return 2
+
+    def progress(check: Check, seconds: float) -> None:
+        print(f"  {check.name:<48} {seconds:6.2f}s", file=sys.stderr, flush=True)
+
+    report = run(target, args.select, progress=progress)
     if not report.results:
         print(f"bundle-conformance: no check covers {args.select}", file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ Theory of operation:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from fnmatch import fnmatchcase
 from typing import Any
@@ -77,9 +77,15 @@ def _run_check(item: Check, target: Target, shared: dict[str, Any]) -> dict[str,
 
 
 def run(
-    target: Target, select: Sequence[str] = ("*",), *, checks: Iterable[Check] | None = None
+    target: Target,
+    select: Sequence[str] = ("*",),
+    *,
+    checks: Iterable[Check] | None = None,
+    progress: Callable[[Check, float], None] | None = None,
 ) -> Report:
-    """Run every check that verifies a selected id against `target`; one Result per id."""
+    """Run every check that verifies a selected id against `target`; one Result per id.
+
+    `progress(check, seconds)` is called as each check ends (the CLI prints it)."""
     started = time.monotonic()
     available = registered() if checks is None else checks
     chosen = sorted((c for c in available if _wanted(c, select)), key=lambda c: c.order)
@@ -91,12 +97,19 @@ def run(
             if selected(requirement, select):
                 findings.setdefault(requirement, []).append(finding)
 
+    def timed(item: Check) -> dict[str, Finding]:
+        began = time.monotonic()
+        found = run_check(item, target, shared)
+        if progress is not None:
+            progress(item, time.monotonic() - began)
+        return found
+
     for item in (c for c in chosen if not c.slow):
-        collect(run_check(item, target, shared))
+        collect(timed(item))
     slow = [c for c in chosen if c.slow]
     if slow and target.slow:
         with ThreadPoolExecutor(max_workers=len(slow)) as pool:
-            for found in pool.map(lambda c: run_check(c, target, shared), slow):
+            for found in pool.map(timed, slow):
                 collect(found)
     for item in slow if not target.slow else ():
         reason = "slow check (waits out a server timer): run with --slow to include it"

@@ -330,3 +330,32 @@ def test_the_plugin_refuses_a_bad_url_as_a_usage_error(tmp_path: Path) -> None:
     )
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
     assert "--conformance-url" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_unreachable_target_or_a_refused_session_stops_with_one_line(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    assert main(["run", "--url", f"http://127.0.0.1:{port}", "--session", "x"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("bundle-conformance: cannot reach ")
+    assert len(captured.err.splitlines()) == 1
+    assert main(["run", "--url", target.url, "--session", "wrong"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.splitlines()) == 1
+    assert "refuses the session value (401 BX2001)" in captured.err
+
+
+def test_each_check_is_reported_as_it_ends(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", *credentials(target), "--select", "TRACE-021", "GUARD-002"]) == 0
+    captured = capsys.readouterr()
+    progress = [line.split()[0] for line in captured.err.splitlines()]
+    assert "trace.omitted_after" in progress and len(progress) >= 2
+    assert "PASS" in captured.out
