@@ -53,7 +53,8 @@ POLYGLOT_REFUSED = ('"', "$", "`", "\\", "\n", "\r", "\0")
 HookEntry = tuple[str, str, float | None]  # (native event, plugin-relative wrapper, timeout s)
 
 
-def _host(host: str, spec: Spec | None = None) -> Any:
+def host_row(host: str, spec: Spec | None = None) -> Any:
+    """The hosts.toml row of one host kind; ValueError naming the known kinds otherwise."""
     spec = spec if spec is not None else get_spec()
     for row in spec.rows("hosts", "host"):
         if row["kind"] == host:
@@ -71,7 +72,7 @@ def payload_gaps(host: str, event: str) -> list[str]:
     from bundle_contract._hook_runtime import BINDINGS  # the generated table, typed
 
     spec = get_spec()
-    _host(host, spec)
+    host_row(host, spec)
     row = next((e for e in spec.rows("hooks", "event") if e["name"] == event), None)
     if row is None:
         raise ValueError(f"unknown handler event {event!r}")
@@ -86,17 +87,46 @@ def payload_gaps(host: str, event: str) -> list[str]:
 
 def plugin_args(host: str, plugin_dir: str | os.PathLike[str]) -> list[str]:
     """The arguments that point a session host at `plugin_dir` (hosts.toml plugin_args)."""
-    row = _host(host)
+    row = host_row(host)
     if "session" not in row:
         raise ValueError(f"{host} is not a session host: hosts.toml gives it no [host.session]")
     path = os.fspath(plugin_dir)
     return [arg.replace(PLUGIN_DIR_TOKEN, path) for arg in row["session"]["plugin_args"]]
 
 
+def root_placeholder(host: str) -> str:
+    """`${VAR}`: how the host's documents name the plugin root (hosts.toml root_variable)."""
+    variable: str = host_row(host)["plugin"]["root_variable"]
+    return "${" + variable + "}"
+
+
 def hook_command(host: str, wrapper: str) -> str:
     """The command a hooks document runs for `wrapper` (a plugin-relative path)."""
-    variable: str = _host(host)["plugin"]["root_variable"]
-    return '"${' + variable + '}"' + shlex.quote("/" + _relative(wrapper, "wrapper path"))
+    quoted = f'"{root_placeholder(host)}"'  # a plugin root with spaces stays one word
+    return quoted + shlex.quote("/" + _relative(wrapper, "wrapper path"))
+
+
+def named_wrappers(host: str, document: bytes) -> list[str]:
+    """The plugin-relative wrapper paths a hooks document's commands run, in document order:
+    `hook_command` read backwards, so a check can hold what the host reads to what was meant."""
+    prefix = f'"{root_placeholder(host)}"'
+    named: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            command = value.get("command")
+            if isinstance(command, str) and command.startswith(prefix):
+                words = shlex.split(command[len(prefix) :])
+                if words:
+                    named.append(words[0].lstrip("/"))
+            for member in value.values():
+                walk(member)
+        elif isinstance(value, list):
+            for member in value:
+                walk(member)
+
+    walk(json.loads(document))
+    return named
 
 
 def plugin_files(
@@ -113,7 +143,7 @@ def plugin_files(
     server name to its already-resolved launch entry. The hooks document is written only when
     there are hooks, the MCP document only when there are servers (unless it is the manifest).
     """
-    row = _host(host)
+    row = host_row(host)
     plugin = row["plugin"]
     natives = {event["native"] for event in row["event"]}
     for key in ("id", "name", "version"):
@@ -232,7 +262,7 @@ def wrapper_source(
     document declares none. Raises ValueError for anything the wrapper could not honour.
     """
     spec = get_spec()
-    row = _host(host, spec)
+    row = host_row(host, spec)
     family = next((e["family"] for e in spec.rows("hooks", "event") if e["name"] == event), None)
     if family is None:
         raise ValueError(f"unknown handler event {event!r}")

@@ -132,7 +132,7 @@ class DevServer:
         # caller's, and wins per host kind.
         config = read_project_config(self.project_root)
         self._explicit_hosts = dict(host_executables or {})
-        self._host_executables = {**host_overrides(config), **self._explicit_hosts}
+        self._host_executables = self._executables(config)
         self._check_responses = check_responses
         self._watch = watch
         self._environ = dict(environ if environ is not None else os.environ)
@@ -244,8 +244,11 @@ class DevServer:
 
     def _adopt_config_hosts(self) -> None:
         assert self.project is not None and self.sessions is not None
-        config = self.project.config or {}
-        self.sessions.set_executables({**host_overrides(config), **self._explicit_hosts})
+        self.sessions.set_executables(self._executables(self.project.config or {}))
+
+    def _executables(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        # The config's dev.hosts, with an explicit host_executables winning per host kind.
+        return {**host_overrides(config), **self._explicit_hosts}
 
     def _epochs_in_use(self) -> set[str]:
         return self.sessions.epochs_in_use() if self.sessions is not None else set()

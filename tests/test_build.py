@@ -14,6 +14,7 @@ from _projects import EXAMPLE, config, copy_example, write_project
 from bundle_contract import inspect_artifact, read_artifact_manifest, validate
 from bundle_contract._build import DigestCache, build_project
 from bundle_contract._build import _projection as projection_module
+from bundle_contract._host_plugin import named_wrappers
 
 NATIVE_DENY = {
     "session_id": "s1",
@@ -56,9 +57,7 @@ def test_each_hooks_document_names_exactly_the_manifests_hook_rows(tmp_path: Pat
     for host in ("host_a", "host_b"):
         rows = sorted(r["path"] for r in manifest["executables"]["hooks"] if r["host"] == host)
         document = next((out / "hosts" / host).glob("hooks/hooks.json")).read_bytes()
-        named = sorted(
-            f"hosts/{host}/{w}" for w in projection_module.named_wrappers(host, document)
-        )
+        named = sorted(f"hosts/{host}/{w}" for w in named_wrappers(host, document))
         assert named == rows and len(rows) == 3
 
 

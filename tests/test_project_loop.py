@@ -516,3 +516,32 @@ def test_a_build_reply_naming_paths_outside_the_epochs_is_not_trusted(tmp_path: 
     ):
         checked = loop._checked(forged)
         assert not checked["ok"] and checked["diagnostics"][0]["code"] == "BX4705"
+
+
+def test_a_build_worker_that_cannot_start_fails_the_attempt_with_a_reason(
+    tmp_path: Path,
+) -> None:
+    from bundle_server.project.hub import ProjectHub
+    from bundle_server.project.manager import ProjectLoop
+    from bundle_server.trace.hub import TraceHub
+
+    root = write_project(tmp_path / "p")
+    environ = {"BUNDLE_STATE_ROOT": str(tmp_path / "state")}
+    hub = ProjectHub()
+    loop = ProjectLoop(
+        root, hub=hub, trace=TraceHub(), environ=environ, watch=False, python="/nonexistent"
+    )
+    loop.start()
+    try:
+        assert loop.first_build.wait(30)
+        status = loop.status()
+        assert status["build"]["state"] == "failed"
+        first, summary = status["build"]["lastAttempt"]["diagnostics"]
+        assert first["code"] == "BX4705" and "cannot start the build worker" in first["message"]
+        assert "no epoch is active yet" in summary["message"]
+        types = [e["type"] for e in hub.replay(0)["events"]]
+        # The initial invalidation is published beside the loop's start: either may be first.
+        assert sorted(types) == ["build.failed", "build.started", "invalidation", "source.status"]
+        assert types.index("build.started") < types.index("build.failed")
+    finally:
+        loop.close()

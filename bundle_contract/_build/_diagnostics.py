@@ -5,21 +5,17 @@ from __future__ import annotations
 import traceback
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from bundle_contract._error_bases import ContractError
+from bundle_contract._manifest._diagnostics import as_diagnostic
 
 
-def diagnostic(error: ContractError, severity: str = "error") -> dict[str, Any]:
-    """`{code, severity, message, path?, line?}` of a contract error raised by the build."""
-    record: dict[str, Any] = {"code": error.code, "severity": severity, "message": error.message}
-    path = error.details.get("path")
-    if isinstance(path, str) and path:
-        record["path"] = path
-    line = error.details.get("line")
-    if isinstance(line, int) and line >= 1:
-        record["line"] = line
-    return record
+def diagnostic(
+    error: ContractError, severity: Literal["error", "warning", "info"] = "error"
+) -> dict[str, Any]:
+    """`{code, severity, message, path?, line?}` of a contract error, as plain data."""
+    return as_diagnostic(error, severity).to_json()
 
 
 def project_location(root: Path, tb: TracebackType | None) -> tuple[str, int] | None:

@@ -19,7 +19,14 @@ from typing import Any
 from bundle_contract._build._layout import Layout
 from bundle_contract._build._references import hook_handlers, payload_id
 from bundle_contract._build._sources import Copied, write_generated
-from bundle_contract._host_plugin import payload_gaps, plugin_files, wrapper_source
+from bundle_contract._host_plugin import (
+    host_row,
+    named_wrappers,
+    payload_gaps,
+    plugin_files,
+    root_placeholder,
+    wrapper_source,
+)
 from bundle_contract._manifest._launch import PathTokenRoots, stdio_server_entry
 from bundle_contract._spec import get_spec
 
@@ -40,10 +47,7 @@ class Projection:
 
 def native_events(host: str) -> dict[str, str]:
     """Canonical family -> the host's native event name (hosts.toml)."""
-    for row in get_spec().rows("hosts", "host"):
-        if row["kind"] == host:
-            return {event["family"]: event["native"] for event in row["event"]}
-    raise KeyError(host)
+    return {event["family"]: event["native"] for event in host_row(host)["event"]}
 
 
 def handler_families() -> dict[str, str]:
@@ -156,7 +160,7 @@ def write_projection(
     for relative, content in sorted(documents.items()):
         written = write_generated(staging, f"{root}/{relative}", content, executable=False)
         projection.files.append((written, "generated"))
-    layout_row = _plugin_row(host)
+    layout_row = host_row(host).get("plugin", {})
     manifest = layout_row.get("manifest")
     if manifest is not None and manifest in documents:
         projection.plugin_manifest = f"{root}/{manifest}"
@@ -169,40 +173,8 @@ def write_projection(
     return projection
 
 
-def named_wrappers(host: str, document: bytes) -> list[str]:
-    """The plugin-relative wrapper paths a hooks document's commands run, in document order."""
-    prefix = '"${' + _plugin_row(host)["root_variable"] + '}"'
-    named: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            command = value.get("command")
-            if isinstance(command, str) and command.startswith(prefix):
-                words = shlex.split(command[len(prefix) :])
-                if words:
-                    named.append(words[0].lstrip("/"))
-            for member in value.values():
-                walk(member)
-        elif isinstance(value, list):
-            for member in value:
-                walk(member)
-
-    walk(json.loads(document))
-    return named
-
-
-def _plugin_row(host: str) -> Mapping[str, Any]:
-    for row in get_spec().rows("hosts", "host"):
-        if row["kind"] == host:
-            plugin: Mapping[str, Any] = row.get("plugin", {})
-            return plugin
-    raise KeyError(host)
-
-
 def _mcp_entries(host: str, servers: list[dict[str, Any]], python: str) -> dict[str, Any]:
-    variable = _plugin_row(host).get("root_variable", "")
-    plugin_dir = f"${{{variable}}}" if variable else "."
-    artifact = f"{plugin_dir}/../.."
+    artifact = f"{root_placeholder(host)}/../.."
     roots = PathTokenRoots(
         plugin_data=f"{artifact}/data", plugin_root=artifact, workspace_root="."
     )

@@ -106,7 +106,7 @@ def module_file(root: Path, module: str) -> Path | None:
 def _imported(root: Path, reference: str, where: str) -> list[ContractError]:
     module_name, _, attribute = reference.partition(":")
     if module_file(root, module_name) is None:
-        return [_unresolved(f"{where}: {reference}: no module {module_name!r} in the project")]
+        return [HandlerUnresolved(f"{where}: {reference}: no module {module_name!r} in the project")]
     try:
         module = importlib.import_module(module_name)
     except SyntaxError as error:
@@ -122,7 +122,7 @@ def _imported(root: Path, reference: str, where: str) -> list[ContractError]:
             raise
         location = project_location(root, error.__traceback__)
         if location is None:
-            return [_unresolved(f"{where}: {reference}: {describe(error)}")]
+            return [HandlerUnresolved(f"{where}: {reference}: {describe(error)}")]
         file, line = location
         return [
             HandlerUnresolved(
@@ -132,7 +132,7 @@ def _imported(root: Path, reference: str, where: str) -> list[ContractError]:
         ]
     origin = getattr(module, "__file__", None)
     if origin is None or not Path(origin).resolve().is_relative_to(root.resolve()):
-        return [_unresolved(f"{where}: {reference}: {module_name!r} is not a module of the project")]
+        return [HandlerUnresolved(f"{where}: {reference}: {module_name!r} is not a module of the project")]
     target = getattr(module, attribute, None)
     if target is None:
         relative = Path(origin).resolve().relative_to(root.resolve()).as_posix()
@@ -143,7 +143,7 @@ def _imported(root: Path, reference: str, where: str) -> list[ContractError]:
             )
         ]
     if not callable(target):
-        return [_unresolved(f"{where}: {reference}: {attribute!r} is not callable")]
+        return [HandlerUnresolved(f"{where}: {reference}: {attribute!r} is not callable")]
     return []
 
 
@@ -151,7 +151,7 @@ def _bound(root: Path, reference: str, where: str) -> list[ContractError]:
     module_name, _, attribute = reference.partition(":")
     path = module_file(root, module_name)
     if path is None:
-        return [_unresolved(f"{where}: {reference}: no module {module_name!r} in the project")]
+        return [HandlerUnresolved(f"{where}: {reference}: no module {module_name!r} in the project")]
     relative = path.relative_to(root).as_posix()
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
@@ -164,7 +164,7 @@ def _bound(root: Path, reference: str, where: str) -> list[ContractError]:
             )
         ]
     except (OSError, ValueError) as error:
-        return [_unresolved(f"{where}: {reference}: {relative} cannot be read: {error}")]
+        return [HandlerUnresolved(f"{where}: {reference}: {relative} cannot be read: {error}")]
     if attribute not in _top_level_names(tree):
         return [
             HandlerUnresolved(
@@ -281,6 +281,3 @@ def _duplicates(config: dict[str, Any], config_name: str) -> list[ContractError]
 def _inside(root: Path, path: Path) -> bool:
     return path.resolve().is_relative_to(root.resolve())
 
-
-def _unresolved(message: str) -> HandlerUnresolved:
-    return HandlerUnresolved(message)

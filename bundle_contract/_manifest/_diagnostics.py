@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from bundle_contract._error_bases import DiagnosticError
+from bundle_contract._error_bases import ContractError, DiagnosticError
 from bundle_contract._generated.errors import (
     HookWrapperNotUnique,
     ProjectionWithoutPluginManifest,
@@ -113,11 +113,14 @@ def hook_wrapper_diagnostics(
 
 
 def as_diagnostic(
-    error: DiagnosticError, severity: Literal["error", "warning", "info"] = "error"
+    error: ContractError, severity: Literal["error", "warning", "info"] = "error"
 ) -> Model:
-    """A Diagnostic.json record of `error` (its path detail, when it has one, kept)."""
+    """A Diagnostic.json record of `error` (its path and line details, when it has them)."""
     record: dict[str, Any] = {"code": error.code, "severity": severity, "message": error.message}
     path = error.details.get("path") or error.details.get("document")
     if isinstance(path, str) and path:
         record["path"] = path
+    line = error.details.get("line")
+    if isinstance(line, int) and line >= 1:
+        record["line"] = line
     return model("Diagnostic").from_json(record)

@@ -35,7 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from bundle_contract._build import layout
-from bundle_contract._generated.errors import BuildFailed, ConfigFileMissing, StateRootUnusable
+from bundle_contract._build._diagnostics import diagnostic
+from bundle_contract._generated.errors import (
+    BuildFailed,
+    ConfigFileMissing,
+    StateRootUnusable,
+    TraceUnavailable,
+)
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_contract._states import state_machine
@@ -251,46 +257,33 @@ class ProjectLoop:
         self._attempts += 1
         attempt_id = f"ba_{self._attempts}"
         running: dict[str, Any] = {}
-        if self.bare:
-            # Nothing to build: the attempt fails at once, so the project's state says why.
-            error = ConfigFileMissing(
-                f"{self.root}: no {' or '.join(self._layout.config_files)}: nothing to build"
-            )
-            now = utc_timestamp()
-            self._started(attempt_id, {"startedAt": now, "sourceRevision": ""}, running)
-            self._finished(running, {"ok": False, "diagnostics": [_as_diagnostic(error)]})
-            return
-        problem = self._prepare_state()
+        # Nothing to build (no config), or nowhere to put it: the attempt fails at once, so
+        # the project's state says why.
+        problem = self._bare_problem() or self._prepare_state()
         if problem is not None:
-            now = utc_timestamp()
-            self._started(attempt_id, {"startedAt": now, "sourceRevision": ""}, running)
-            self._finished(running, {"ok": False, "diagnostics": [problem], "completedAt": now})
-            return
-        previous = self._artifact.get("activeEpoch", {}).get("manifestPath")
-        try:
-            result = self._worker.build(
-                str(Path(previous).parent) if previous else None,
-                lambda reply: self._started(attempt_id, reply, running),
-            )
-        except WorkerFailed as error:
-            now = utc_timestamp()
-            if not running:
-                self._started(attempt_id, {"startedAt": now, "sourceRevision": ""}, running)
-            result = {
-                "ok": False,
-                "completedAt": now,
-                "diagnostics": [_as_diagnostic(BuildFailed(str(error)))],
+            result: dict[str, Any] = {"ok": False, "diagnostics": [problem]}
+        else:
+            previous = self._artifact.get("activeEpoch", {}).get("manifestPath")
+            try:
+                result = self._worker.build(
+                    str(Path(previous).parent) if previous else None,
+                    lambda reply: self._started(attempt_id, reply, running),
+                )
+            except WorkerFailed as error:
+                result = {"ok": False, "diagnostics": [diagnostic(BuildFailed(str(error)))]}
+        if not running:  # no build process hashed the sources: the attempt starts here
+            reply = {
+                "startedAt": result.get("startedAt") or utc_timestamp(),
+                "sourceRevision": result.get("sourceRevision", ""),
             }
-        if not running:  # the worker failed before it could hash the sources
-            self._started(
-                attempt_id,
-                {
-                    "startedAt": result.get("startedAt") or utc_timestamp(),
-                    "sourceRevision": result.get("sourceRevision", ""),
-                },
-                running,
-            )
+            self._started(attempt_id, reply, running)
         self._finished(running, result)
+
+    def _bare_problem(self) -> dict[str, Any] | None:
+        if not self.bare:
+            return None
+        names = " or ".join(self._layout.config_files)
+        return diagnostic(ConfigFileMissing(f"{self.root}: no {names}: nothing to build"))
 
     def _prepare_state(self) -> dict[str, Any] | None:
         # Everything below the state root is ours to create, write and prune: a symlink there
@@ -306,7 +299,7 @@ class ProjectLoop:
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as error:
-            return _as_diagnostic(
+            return diagnostic(
                 StateRootUnusable(
                     f"state root {self.state_dir} is not writable: {error.strerror or error}",
                     {"path": str(self.state_dir)},
@@ -381,20 +374,20 @@ class ProjectLoop:
         if not problem:
             return result
         why = f"the build answered an unusable result: {problem[0]}"
-        return {**result, "ok": False, "diagnostics": [_as_diagnostic(BuildFailed(why))]}
+        return {**result, "ok": False, "diagnostics": [diagnostic(BuildFailed(why))]}
 
     def _two_diagnostics(self, diagnostics: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # Seed 001: a failed attempt has exactly two diagnostics. The first problem found
         # (naming its file and line), and a summary of the consequence; SourceStatus keeps all.
         errors = [d for d in diagnostics if d.get("severity") == "error"] or diagnostics
-        first = errors[0] if errors else _as_diagnostic(BuildFailed("the build failed"))
+        first = errors[0] if errors else diagnostic(BuildFailed("the build failed"))
         with self._lock:
             active = self._artifact.get("activeEpoch", {}).get("id")
         more = (
             f" ({len(errors) - 1} more problem(s) in the source status)" if len(errors) > 1 else ""
         )
         keeps = f"epoch {active} stays active" if active else "no epoch is active yet"
-        summary = _as_diagnostic(BuildFailed(f"build failed{more}; {keeps}"))
+        summary = diagnostic(BuildFailed(f"build failed{more}; {keeps}"))
         return [first, summary]
 
     def _succeeded(
@@ -521,7 +514,7 @@ class ProjectLoop:
                 failure = StateRootUnusable(
                     f"installing {epoch['id']} for {host}: {error.strerror or error}"
                 )
-                sync.update(state="failed", diagnostics=[_as_diagnostic(failure)])
+                sync.update(state="failed", diagnostics=[diagnostic(failure)])
                 self.hub.publish("dev.host.sync", sync)
                 self._trace(
                     "host.sync.failed",
@@ -596,7 +589,7 @@ class ProjectLoop:
             optional["details"] = details
         try:
             self.trace.publish(TRACE_SOURCE, kind, summary, correlation, **optional)
-        except Exception:  # the trace hub is closed: the server is stopping
+        except TraceUnavailable:  # the trace hub is closed: the server is stopping
             log.debug("trace entry %s not published", kind)
 
 
@@ -607,9 +600,3 @@ def _refuse_symlinks(base: Path, target: Path) -> None:
         current = current / part
         if current.is_symlink():
             raise OSError(f"{current} is a symbolic link; the state root must not go through one")
-
-
-def _as_diagnostic(error: Any) -> dict[str, Any]:
-    from bundle_contract._build._diagnostics import diagnostic
-
-    return diagnostic(error)

@@ -17,13 +17,15 @@ from bundle_contract._spec import get_spec
 from bundle_contract._validation import problems
 from conformance import _expect
 from conformance._client import Headers
+from conformance._preflight import PROBE_ROUTE
 from conformance._receipt import build_receipt
 from conformance._registry import Context
 from conformance._reply import Reply
 from conformance.checks._frames import item_sequences
 
-# The browser route the guard checks aim at: cheap, side-effect free, always mounted.
-PROBE = "trace.replay"
+# The browser route the guard checks aim at: cheap, side-effect free, always mounted (the
+# preflight's own probe).
+PROBE = PROBE_ROUTE
 RECEIPTS = "trace.receipts"
 
 
