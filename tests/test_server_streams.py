@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from _live import Server, Stream, serve, wait_for
+from _live import Server, Stream, serve, stalled_reader, wait_for
 
 from bundle_contract._schemas import reference_validator
 from bundle_server.logs.hub import LogHub
@@ -112,8 +112,10 @@ def test_closing_the_hub_ends_open_streams(live: Server) -> None:
         stream.close()
 
 
-def test_a_stalled_reader_costs_the_others_nothing(live: Server) -> None:
-    # A reader that never reads: its socket buffers fill, its queue (8) overflows, it is cut.
+def test_a_stalled_reader_costs_the_others_nothing_and_is_cut_once_out_of_history(
+    live: Server,
+) -> None:
+    # A reader that never reads: its socket buffers fill and its writer blocks.
     stalled = socket.create_connection(("127.0.0.1", live.port))
     stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     stalled.sendall(
@@ -140,13 +142,23 @@ def test_a_stalled_reader_costs_the_others_nothing(live: Server) -> None:
             wait_for(lambda index=index: len(seen) > index)
     thread.join(10)
     assert seen == list(range(1, 401))
-    # The stalled stream's writer is blocked on its full socket, costing the others nothing;
-    # when its client goes away, the failed write ends it and drops its subscription.
-    assert live.hub.subscriber_count == 2
-    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    stalled.close()  # a reset, not a polite close
-    wait_for(lambda: live.hub.subscriber_count == 1)
+    # History (4 entries) moved past what the stalled writer still had to write: it was cut
+    # and its subscription dropped, though its client is still there, never reading.
+    assert live.hub.subscriber_count == 1
+    stalled.close()
     reader.close()
+
+
+def test_a_client_that_leaves_is_dropped_at_once_not_at_the_next_keepalive() -> None:
+    for server in serve(TraceHub(), keepalive=60):
+        for polite in (True, False):
+            client = stalled_reader(server.port, "/api/trace/stream")
+            wait_for(lambda server=server: server.hub.subscriber_count == 1)
+            if not polite:  # a reset rather than a FIN
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            client.close()
+            # The keep-alive is a minute away: only the read side can tell.
+            wait_for(lambda server=server: server.hub.subscriber_count == 0, timeout=1.0)
 
 
 def test_a_stream_whose_reader_stopped_is_dropped_after_the_io_timeout() -> None:

@@ -40,6 +40,7 @@ from bundle_contract._generated.errors import (
 )
 from bundle_contract._spec import get_spec
 from bundle_server._http.request import CONTENT_TYPES_KEY
+from bundle_server._streams.hangup import HANGUP_KEY, Hangup
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
@@ -182,6 +183,7 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
     server: _Server
     _header_timer: Any = None
     _requestline_bytes = 0
+    _hangup: Hangup | None = None
 
     def __init__(self, sock: Any, address: Any, server: _Server) -> None:
         # pywsgi sends the status line and headers, then the body, in two writes. With Nagle's
@@ -268,6 +270,8 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
         # WSGI keeps one CONTENT_TYPE; the app refuses a request that sent several, so it is
         # told every one (a key of ours, as WSGI allows for server extensions).
         environ[CONTENT_TYPES_KEY] = tuple(self.headers.get_all("Content-Type") or ())
+        # How a stream notices its client left without waiting for its next write.
+        environ[HANGUP_KEY] = self._hangup = Hangup(self.socket)
         # Each socket read has its own timeout, but a body trickled a byte a second never
         # trips it: the whole body gets one deadline, counted from the end of the head.
         environ["wsgi.input"] = _DeadlineInput(
@@ -288,6 +292,9 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
         try:
             super().run_application()
         finally:
+            if self._hangup is not None:
+                self._hangup.close()
+                self._hangup = None
             if self.close_connection:
                 # Next, pywsgi would drain the unread body to find the next request. A connection
                 # that closes (the app said `Connection: close`, e.g. a 413 for a body it refused

@@ -3,11 +3,22 @@
 Theory of operation: the handler subscribes before the response starts, so a bad cursor or a
 closed hub is still an ordinary error response. The body is a generator that writes the gap
 frame (when the cursor predates history) and the replayed frames, then each live batch as it
-arrives, and a keep-alive frame after `keepalive` seconds of silence; a dead client is found on
-that write. After writing a batch the stream waits `stream-batch-window` before taking the
-next, so under load frames go out in few writes, while an idle stream writes at once. A
-subscriber that falls a whole queue behind is cut: its stream ends, and the client resumes from
-the last sequence it saw (getting a gap frame if it fell out of history).
+arrives, and a keep-alive frame after `keepalive` seconds without a write. After writing a
+batch the stream waits `stream-batch-window` before taking the next, so under load frames go
+out in few writes, while an idle stream writes at once.
+
+Memory: the frames are the hub's own encoded bytes, shared by every stream. A stream copies
+only the piece it is writing (frames joined up to `WRITE_BYTES`; a larger frame is written as
+it is), never its whole replay or batch: 200 streams replaying 10,000 entries hold 200 pieces,
+not 200 copies of the history (bench/bench_ndjson_fanout.py measures the RSS).
+
+Readers that go: a client that closes its end is noticed from the read side (`Hangup`) within
+a loop iteration, not at the next keep-alive, and its subscription is dropped at once. A
+reader that stops reading blocks its writer on a full socket. It costs one piece and a
+connection, never the publisher or the other readers, and it is cut by whichever comes first:
+the write making no progress for `socket-io-timeout`, or the hub dropping from history a record
+it still had to write (the hub then shuts its socket, failing the blocked write). A reader cut
+resumes from the last sequence it saw (a gap frame tells it what it missed).
 
 Waiting must not block the server: under gevent the body runs in a greenlet, and publishers
 run in other greenlets or other threads. `ThreadWaker` is the bridge, one per hub and server
@@ -19,7 +30,8 @@ thread waiting on the hub.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 
 import gevent
@@ -28,14 +40,19 @@ from werkzeug.wrappers import Response
 
 from bundle_contract._generated.errors import TraceUnavailable
 from bundle_contract._spec import get_spec
+from bundle_server._streams.hangup import Hangup
 from bundle_server._streams.sequenced import (
     SequencedHub,
     SubscriberLagged,
     Subscription,
     encode_frame,
 )
+from bundle_server._streams.trim import trim_soon
 
 NDJSON = "application/x-ndjson"
+# Frames are joined into writes of at most this many bytes (a single larger frame goes alone):
+# few writes, and a bounded copy per stream whatever its backlog.
+WRITE_BYTES = 16384
 
 
 class ThreadWaker:
@@ -138,6 +155,7 @@ class StreamBody:
             release, self._release = self._release, None
             if release is not None:
                 release()
+                trim_soon()
 
 
 @cache
@@ -146,17 +164,28 @@ def batch_window() -> float:
     return window / 1000
 
 
-def ndjson_stream(hub: SequencedHub, after: int, keepalive: float) -> Response:
-    """A streaming NDJSON response of `hub` after `after`; raises the cursor errors up front."""
+def ndjson_stream(
+    hub: SequencedHub, after: int, keepalive: float, hangup: Hangup | None = None
+) -> Response:
+    """A streaming NDJSON response of `hub` after `after`; raises the cursor errors up front.
+    With `hangup` (the request's connection) a client that leaves is noticed at once and a
+    reader the hub cuts while its write is blocked is disconnected."""
     waker = _acquire(hub)
     try:
         replay, frames, subscription = hub.subscribe_frames(after, waker.wake)
     except BaseException:
         _release(hub, waker)
         raise
+    if hangup is not None:
+        subscription.on_cut = hangup.cut
     head = [encode_frame(replay["gap"])] if "gap" in replay else []
     events = _frames(
-        head + frames, subscription, waker, encode_frame({"type": hub.keepalive_type}), keepalive
+        head + frames,
+        subscription,
+        waker,
+        encode_frame({"type": hub.keepalive_type}),
+        keepalive,
+        hangup,
     )
 
     def release() -> None:
@@ -170,23 +199,54 @@ def ndjson_stream(hub: SequencedHub, after: int, keepalive: float) -> Response:
     return response
 
 
+def pieces(frames: Iterable[bytes], limit: int = WRITE_BYTES) -> Iterator[bytes]:
+    """`frames` as writes of at most `limit` bytes (a larger frame alone, uncopied)."""
+    piece: list[bytes] = []
+    size = 0
+    for frame in frames:
+        if size and size + len(frame) > limit:
+            yield piece[0] if len(piece) == 1 else b"".join(piece)
+            piece, size = [], 0
+        piece.append(frame)
+        size += len(frame)
+    if piece:
+        yield piece[0] if len(piece) == 1 else b"".join(piece)
+
+
 def _frames(
     head: list[bytes],
     subscription: Subscription,
     waker: ThreadWaker,
     keepalive_bytes: bytes,
     keepalive: float,
+    hangup: Hangup | None,
 ) -> Iterator[bytes]:
+    if hangup is not None:
+        # Its wake is the thread's: every stream of the thread looks, the one whose client
+        # left finds `gone` (rare enough that waking the others costs nothing).
+        hangup.watch(waker.wake)
     # Something is written at once, so a client knows the stream is open.
-    yield b"".join(head) or keepalive_bytes
-    while True:
+    if head:
+        yield from pieces(head)
+        del head[:]  # the replay's references go as soon as it is written
+    else:
+        yield keepalive_bytes
+    due = time.monotonic() + keepalive
+    while hangup is None or not hangup.gone:
         event = waker.current()
         try:
             frames = subscription.take_frames()
         except (SubscriberLagged, TraceUnavailable):
             return
         if frames:
-            yield b"".join(frames)
+            yield from pieces(frames)
+            del frames
+            due = time.monotonic() + keepalive
             gevent.sleep(batch_window())
-        elif not event.wait(keepalive):
+            continue
+        left = due - time.monotonic()
+        if left <= 0:
             yield keepalive_bytes
+            due = time.monotonic() + keepalive
+        else:
+            event.wait(left)

@@ -17,6 +17,11 @@ Theory of operation (sans-IO: no sockets, no gevent):
   position to the newest record: bounded by `capacity` (by default the retention), and a
   subscriber that falls further behind (or out of the visible history) is cut, never waited
   for. Publishing is O(1) in the number of subscribers.
+- A reader whose writer is blocked (its client stopped reading) never comes back to `take`,
+  so it cannot learn it was cut there; and the records it still has to write keep their bytes
+  alive after history moved on. So each trim of the history (every `slack` records, O(number of
+  subscribers) then) cuts the subscribers whose next record it dropped, and calls their
+  `on_cut` (the stream's way to fail its blocked write at once).
 - `wake` is how subscribers hear of news: each distinct wake callable is called once per
   publish, outside the lock. The default is a `threading.Event` per subscriber; the HTTP shell
   passes one callable per server thread (a gevent async watcher's `send`, safe from any
@@ -73,6 +78,9 @@ class Subscription:
 
     def __init__(self, hub: SequencedHub, position: int, capacity: int, wake: Wake | None) -> None:
         self._hub = hub
+        # Called (outside the hub's lock, from the publisher's thread) when the hub cuts this
+        # subscriber on its own, not at a `take`: it must not block.
+        self.on_cut: Wake | None = None
         self.position = position
         self.capacity = capacity
         self._event = threading.Event()
@@ -174,15 +182,27 @@ class SequencedHub:
             self._frames.extend(frame for _, frame in encoded)
             self._latest += len(records)
             excess = len(self._records) - self._retention
+            cuts: list[Wake] = []
             if excess >= self._slack:
                 del self._records[:excess]
                 del self._jsons[:excess]
                 del self._frames[:excess]
                 self._offset += excess
+                cuts = self._cut_behind()
             wakes = list(self._wakes)
-        for wake in wakes:
-            wake()
+        for call in (*cuts, *wakes):
+            call()
         return records
+
+    def _cut_behind(self) -> list[Wake]:
+        # Under the lock, right after a trim: the subscribers whose next record is gone.
+        cuts: list[Wake] = []
+        for subscription in [s for s in self._subscribers if s.position < self._offset - 1]:
+            subscription.lagged = True
+            self._remove(subscription)
+            if subscription.on_cut is not None:
+                cuts.append(subscription.on_cut)
+        return cuts
 
     def _take(self, subscription: Subscription, source: list[Any]) -> list[Any]:
         with self._lock:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from werkzeug.wrappers import Response
 
 from bundle_server._http.routing import Call, Encoded, handler
+from bundle_server._streams.hangup import hangup_of
 from bundle_server._streams.ndjson import ndjson_stream
 
 
@@ -22,4 +23,9 @@ def logs_replay(call: Call) -> Encoded:
 @handler("logs.stream")
 def logs_stream(call: Call) -> Response:
     """NDJSON DevLogMessage frames, like the trace stream."""
-    return ndjson_stream(call.state.logs, call.query["after"], call.state.keepalive)
+    return ndjson_stream(
+        call.state.logs,
+        call.query["after"],
+        call.state.keepalive,
+        hangup_of(call.request.environ),
+    )

@@ -11,6 +11,7 @@ from werkzeug.wrappers import Response
 
 from bundle_contract._generated.errors import TraceUnavailable
 from bundle_server._http.routing import Call, Encoded, Reply, handler
+from bundle_server._streams.hangup import hangup_of
 from bundle_server._streams.ndjson import ndjson_stream
 from bundle_server.project.manager import ProjectLoop
 
@@ -38,7 +39,12 @@ def project_events(call: Call) -> Encoded:
 @handler("project.stream")
 def project_stream(call: Call) -> Response:
     """NDJSON project events: the gap, the replay, then live events and keep-alives."""
-    return ndjson_stream(_loop(call).hub, call.query["after"], call.state.keepalive)
+    return ndjson_stream(
+        _loop(call).hub,
+        call.query["after"],
+        call.state.keepalive,
+        hangup_of(call.request.environ),
+    )
 
 
 @handler("project.builds")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from werkzeug.wrappers import Response
 
 from bundle_server._http.routing import Call, Encoded, handler
+from bundle_server._streams.hangup import hangup_of
 from bundle_server._streams.ndjson import ndjson_stream
 
 
@@ -22,4 +23,9 @@ def trace_replay(call: Call) -> Encoded:
 @handler("trace.stream")
 def trace_stream(call: Call) -> Response:
     """NDJSON TraceMessage frames: the gap, the replay, then live entries and keep-alives."""
-    return ndjson_stream(call.state.hub, call.query["after"], call.state.keepalive)
+    return ndjson_stream(
+        call.state.hub,
+        call.query["after"],
+        call.state.keepalive,
+        hangup_of(call.request.environ),
+    )
