@@ -1,32 +1,44 @@
-"""`bundle-conformance`: run the kit against a server, or list what it checks.
+"""`bundle-conformance`: run the kit against a server, or list what it checks and assumes.
 
     bundle-conformance run --url http://127.0.0.1:8731 --session TOKEN \\
+        [--profile seed|devkit] [--target-file target.toml] [--decision NAME ...] \\
+        [--cookie-name NAME] [--receipt-auth 'Header: value {token}'] [--receipt-template F] \\
+        [--publish receipt|command] [--publish-command 'CMD {requestId}'] \\
         [--receipt-token T] [--select 'GUARD-*' ...] [--report json,junit] [--out DIR] \\
-        [--strict] [--slow] [--host host_a]
-    bundle-conformance list [--select GLOB ...]
+        [--expected-failures FILE] [--strict] [--slow] [--host host_a]
+    bundle-conformance list [--select GLOB ...] [--strict]
+    bundle-conformance decisions
 
 `run` first checks that the target answers and accepts the session value, and stops with one
-line (exit 2) when it does not; then it prints each check to stderr as it ends, and the results
-to stdout. It exits 0 when no requirement FAILs or is NOT_TESTABLE (a WARN fails only with
---strict), 1 otherwise, 2 for a usage error (argparse's own convention) or a target it cannot
-check. `list` prints every requirement
-with its level and whether a check covers it (tested / untested / excluded, with the reason).
+line (exit 2) when it does not; then it prints each check to stderr as it ends, and to stdout
+the results, then the traceability of the selected requirements (counts per kind, and every
+untested id). It exits 0 when no requirement FAILs or is NOT_TESTABLE beyond the expected
+failures and no expected failure passed (stale); with --strict a WARN fails too, and so does
+an untested HTTP requirement in the selection. 1 otherwise; 2 for a usage error (argparse's own
+convention), a bad description or baseline file, or a target it cannot check. `list` prints
+every requirement with its level and how it is verified (tested / untested / excluded, with
+the reason), then the counts; with --strict it exits 1 when a selected row is untested.
+`decisions` prints each decision of ours the kit can assume and the checks that need it.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from conformance import _baseline, _description
+from conformance._decisions import DECISIONS, DEFAULT_PROFILE, PROFILES
 from conformance._preflight import preflight
-from conformance._registry import Check
+from conformance._registry import Check, registered
 from conformance._report import write_reports
 from conformance._results import Status
 from conformance._runner import run
-from conformance._target import Target
-from conformance._traceability import traceability
+from conformance._target import PUBLISH, Target
+from conformance._traceability import summary, traceability
 
 FORMATS = ("json", "junit")
 
@@ -48,24 +60,85 @@ def parser() -> argparse.ArgumentParser:
     go.add_argument("--url", required=True, help="the server's base URL, http://127.0.0.1:PORT")
     go.add_argument("--session", required=True, help="the foreground session value")
     go.add_argument("--receipt-token", help="the receipt route's bearer token")
+    described = go.add_argument_group("what the target does where the seeds leave it open")
+    described.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        help=f"seed: only what the seeds state; devkit: our decisions too ({DEFAULT_PROFILE})",
+    )
+    described.add_argument("--target-file", type=Path, help="a TOML description of the target")
+    described.add_argument(
+        "--decision", action="append", default=[], metavar="NAME", help="a decision it follows"
+    )
+    described.add_argument("--cookie-name", help="the session cookie's name ({port} filled in)")
+    described.add_argument("--receipt-auth", help="the receipt credential, 'Header: ... {token}'")
+    described.add_argument("--receipt-template", type=Path, help="a receipt JSON it accepts")
+    described.add_argument("--publish", choices=PUBLISH, help="how the kit makes trace entries")
+    described.add_argument("--publish-command", help="a command making one entry: {requestId}")
     go.add_argument("--select", nargs="+", default=["*"], metavar="GLOB", help="requirement ids")
     go.add_argument("--report", type=_formats, default=[], help="json,junit")
     go.add_argument("--out", type=Path, default=Path("."), help="where reports are written")
-    go.add_argument("--strict", action="store_true", help="a WARN fails the run too")
+    go.add_argument("--expected-failures", type=Path, metavar="FILE", help="a baseline file")
+    go.add_argument("--strict", action="store_true", help="a WARN or an untested id fails too")
     go.add_argument("--slow", action="store_true", help="include checks that wait out timers")
     go.add_argument("--timeout", type=float, default=5.0, help="seconds per request")
     go.add_argument("--host", help="host kind the host-session checks may launch (host_a)")
     ls = commands.add_parser("list", help="list requirements and how they are verified")
     ls.add_argument("--select", nargs="+", default=["*"], metavar="GLOB")
+    ls.add_argument("--strict", action="store_true", help="exit 1 when a row is untested")
+    commands.add_parser("decisions", help="our decisions the kit can assume, and who needs them")
     return main
+
+
+def described(args: argparse.Namespace) -> dict[str, Any]:
+    """Target settings: the description file's, overridden by the command line's."""
+    found = _description.load(args.target_file) if args.target_file else {}
+    declared = set(found.get("declared", ())) | set(args.decision)
+    if declared:
+        found["declared"] = frozenset(declared)
+    given = {
+        "profile": args.profile,
+        "cookie": args.cookie_name,
+        "receipt_auth": args.receipt_auth,
+        "publish": args.publish,
+    }
+    found |= {key: value for key, value in given.items() if value is not None}
+    if args.receipt_template is not None:
+        found["receipt_template"] = _description.template(args.receipt_template)
+    if args.publish_command is not None:
+        found["publish_command"] = tuple(shlex.split(args.publish_command))
+    found.setdefault("profile", DEFAULT_PROFILE)
+    return found
+
+
+def _list(args: argparse.Namespace) -> int:
+    rows = traceability(args.select)
+    for row in rows:
+        print(f"{row.requirement:<10} {row.level:<6} {row.state:<9} {row.reason}")
+    for line in summary(rows):
+        print(line)
+    return 1 if args.strict and any(r.state == "untested" for r in rows) else 0
+
+
+def _decisions() -> int:
+    checks = registered()
+    for decision in DECISIONS.values():
+        print(f"{decision.name}: {decision.ours}")
+        print(f"  the seeds leave open: {decision.open_in_seed}")
+        print(f"  without it (seed profile): {decision.without}")
+        for item in checks:
+            ids = [i for i in item.ids if decision.name in item.decisions(i)]
+            if ids:
+                print(f"  needed by {item.name} for {' '.join(ids)}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "list":
-        for row in traceability(args.select):
-            print(f"{row.requirement:<10} {row.level:<6} {row.state:<9} {row.reason}")
-        return 0
+        return _list(args)
+    if args.command == "decisions":
+        return _decisions()
     try:
         target = Target(
             args.url,
@@ -74,7 +147,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             timeout=args.timeout,
             slow=args.slow,
             host=args.host,
+            **described(args),
         )
+        listed = _baseline.load(args.expected_failures) if args.expected_failures else None
     except ValueError as exc:
         print(f"bundle-conformance: {exc}", file=sys.stderr)
         return 2
@@ -90,13 +165,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not report.results:
         print(f"bundle-conformance: no check covers {args.select}", file=sys.stderr)
         return 2
+    judged = _baseline.judge(report, listed or frozenset(), args.strict)
     for result in report.results:
-        print(f"{result.status.value:<12} {result.requirement:<10} {result.reason}")
+        status = result.status.value
+        if result.requirement in judged.expected:
+            status = "XFAIL"  # listed in the baseline: expected to fail
+        elif result.requirement in judged.stale:
+            status = "STALE"  # listed in the baseline, yet it passed
+        print(f"{status:<12} {result.requirement:<10} {result.reason}")
     for path in write_reports(report, args.report, args.out, args.strict):
         print(f"wrote {path}")
+    rows = traceability(args.select)
+    for line in summary(rows):
+        print(line)
     counts = ", ".join(f"{n} {s.value}" for s in Status if (n := report.counts()[s.value]))
-    print(f"{counts} in {report.seconds:.1f}s against {report.url}")
-    return 0 if report.ok(args.strict) else 1
+    extra = f", {len(judged.expected)} expected failures" if judged.expected else ""
+    print(f"{counts}{extra} in {report.seconds:.1f}s against {report.url} ({target.profile})")
+    if judged.stale:
+        print(f"stale expected failures (they pass now): {' '.join(judged.stale)}")
+    untested = [r.requirement for r in rows if r.method == "http" and r.state == "untested"]
+    if args.strict and untested:
+        print(f"strict: {len(untested)} selected HTTP requirements have no check")
+    return 0 if judged.ok and not (args.strict and untested) else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -49,7 +49,9 @@ class Client:
         if auth == "header":
             return [(_expect.session_header(), self.target.session)]
         if auth == "cookie":
-            name = _expect.cookie_name(self.target.port)
+            name = self.target.cookie_name()
+            if name is None:  # the checks ask only when the target has said its name
+                raise ValueError("the target has not said its session cookie's name")
             return [("Cookie", f"{name}={self.target.session}")]
         return []
 

@@ -126,3 +126,13 @@ def frame_type(message_schema: str, role: str) -> str:
             tag = branch["properties"]["type"]["const"]
             return tag
     raise KeyError(f"no {role!r} frame in {message_schema}")
+
+
+@cache
+def error_row(code: str) -> Row:
+    """One errors.toml row by code; KeyError for a code the table does not have."""
+    for row in get_spec().rows("errors", "error"):
+        if row["code"] == code:
+            found: Row = plain(row)
+            return found
+    raise KeyError(f"no error code {code!r} in errors.toml")

@@ -22,6 +22,8 @@ from typing import Any, NoReturn
 
 from conformance import _expect
 from conformance._client import Client
+from conformance._decisions import unknown
+from conformance._refusal import absent, error_problem
 from conformance._reply import Reply
 from conformance._target import Target
 
@@ -76,22 +78,31 @@ class Context:
             self.fail(reason, *ids)
         return condition
 
-    def expect_error(
-        self, reply: Reply, code: str, what: str, *ids: str, variant: str | None = None
-    ) -> bool:
-        """The reply is `code`'s error at the status errors.toml gives it (or its `variant`),
-        in the envelope."""
-        from bundle_contract._validation import problems
+    def follows(self, decision: str) -> bool:
+        """Whether the target follows our `decision` (conformance._decisions)."""
+        return self.target.follows(decision)
 
-        status = _expect.error_status(code, variant)
-        if reply.status != status or reply.error_code() != code:
-            self.fail(f"{what}: expected {status} {code}, got {reply.describe()}", *ids)
-            return False
-        found = problems("ErrorEnvelope.json", reply.json())
-        if found:
-            self.fail(f"{what}: error body is not an ErrorEnvelope: {found[0]}", *ids)
+    def expect_error(
+        self,
+        reply: Reply,
+        code: str,
+        what: str,
+        *ids: str,
+        variant: str | None = None,
+        any_status: bool = False,
+    ) -> bool:
+        """The reply is `code`'s error at the status errors.toml gives it (or its `variant`;
+        any 4xx with `any_status`), in the envelope; under the seed profile only as far as the
+        seed fixes them (`conformance._refusal`)."""
+        problem = error_problem(self.target, reply, code, variant, any_status)
+        if problem is not None:
+            self.fail(f"{what}: {problem}", *ids)
             return False
         return True
+
+    def absent(self, reply: Reply) -> bool:
+        """Whether `reply` says its route is not mounted on the target."""
+        return absent(self.target, reply)
 
 
 CheckFunction = Callable[[Context], None]
@@ -99,7 +110,8 @@ CheckFunction = Callable[[Context], None]
 
 @dataclass(frozen=True)
 class Check:
-    """A registered check: its name (the function's), ids, and whether it is slow."""
+    """A registered check: its name (the function's), ids, whether it is slow, the decisions of
+    ours it needs (for all its ids, and per id), and whether it needs a quiet target."""
 
     name: str
     ids: tuple[str, ...]
@@ -107,22 +119,52 @@ class Check:
     slow: bool
     doc: str
     order: int = 0
+    needs: tuple[str, ...] = ()
+    needs_by_id: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    needs_silence: bool = False
+
+    def decisions(self, requirement: str) -> list[str]:
+        """The decisions of ours this check's verdict on `requirement` needs: the check's own,
+        the id's, and `design` for a row the seeds do not state."""
+        wanted = [*self.needs, *dict(self.needs_by_id).get(requirement, ())]
+        if _expect.requirement(requirement)["seed"] == "design":
+            wanted.append("design")
+        return list(dict.fromkeys(wanted))
+
+    def missing(self, requirement: str, target: Target) -> list[str]:
+        """The decisions `requirement`'s verdict needs that `target` does not follow."""
+        return [d for d in self.decisions(requirement) if not target.follows(d)]
 
 
 REGISTRY: dict[str, Check] = {}
 
 
 def check(
-    *ids: str, slow: bool = False, order: int = 0
+    *ids: str,
+    slow: bool = False,
+    order: int = 0,
+    needs: tuple[str, ...] = (),
+    needs_by_id: dict[str, tuple[str, ...]] | None = None,
+    needs_silence: bool = False,
 ) -> Callable[[CheckFunction], CheckFunction]:
     """Register the decorated function as a check of `ids` (requirements.toml ids).
 
     `slow` checks wait out a server timer; they run only when the target opts in. Checks run
     by ascending `order`, then in registration order: a check that publishes a lot takes a
-    higher one, so lighter checks do not replay its bulk.
+    higher one, so lighter checks do not replay its bulk. `needs` names the decisions of ours
+    (conformance._decisions) without which the check cannot judge any of its ids, `needs_by_id`
+    those one id needs besides: where the target does not follow them, those ids are SKIPped
+    as not applicable. `needs_silence` checks wait for a quiet stream: they run alone, after
+    every check that could publish.
     """
     if not ids:
         raise ValueError("a check verifies at least one requirement id")
+    by_id = needs_by_id or {}
+    wrong = unknown({*needs, *(d for found in by_id.values() for d in found)})
+    if wrong:
+        raise ValueError(f"unknown decision(s) {wrong}")
+    if set(by_id) - set(ids):
+        raise ValueError(f"needs_by_id names ids the check does not verify: {sorted(by_id)}")
     for requirement in ids:
         if not ID.fullmatch(requirement):
             raise ValueError(f"not a requirement id: {requirement!r}")
@@ -135,7 +177,17 @@ def check(
         if name in REGISTRY:
             raise ValueError(f"check {name!r} is registered twice")
         doc = (function.__doc__ or "").strip().splitlines()
-        REGISTRY[name] = Check(name, tuple(ids), function, slow, doc[0] if doc else name, order)
+        REGISTRY[name] = Check(
+            name,
+            tuple(ids),
+            function,
+            slow,
+            doc[0] if doc else name,
+            order,
+            tuple(needs),
+            tuple(by_id.items()),
+            needs_silence,
+        )
         return function
 
     return register

@@ -4,11 +4,15 @@ Theory of operation:
 
 1. `select` globs (`GUARD-*`, `TRACE-02?`) pick requirement ids; a check runs when any of its
    ids is selected, and only selected ids are reported.
-2. Fast checks run one after another, by `order` then registration, each with a fresh `Context`;
+2. An id whose verdict needs a decision of ours the target does not follow (its profile, or
+   declared) is SKIPped as not applicable; a check with no applicable id left does not run.
+3. Fast checks run one after another, by `order` then registration, each with a fresh `Context`;
    `shared` lets a check reuse what an earlier one learned (e.g. whether receipts work).
-3. Slow checks (they wait out a server timer) run afterwards, concurrently, so their waits
+4. Slow checks (they wait out a server timer) run afterwards, concurrently, so their waits
    overlap; without `Target.slow` they are SKIPped with the reason.
-4. A check's findings become per-id statuses: a recorded failure is FAIL, `Skip` SKIP,
+5. Checks that need silence (a keep-alive is only due on a quiet stream) run last, together,
+   with no check that publishes beside them.
+6. A check's findings become per-id statuses: a recorded failure is FAIL, `Skip` SKIP,
    `NotTestable` or a transport failure NOT_TESTABLE, an exception inside the check
    NOT_TESTABLE naming it (a kit bug must never read as a pass). Per id, the worst status of all
    its checks wins; a failed SHOULD/MAY requirement is reported as WARN.
@@ -24,6 +28,7 @@ from typing import Any
 
 from conformance import _expect
 from conformance._client import Client, TransportError
+from conformance._decisions import not_applicable
 from conformance._registry import Check, Context, NotTestable, Skip, registered
 from conformance._results import Report, Result, Status, worst
 from conformance._stream import StreamError
@@ -104,19 +109,49 @@ def run(
             progress(item, time.monotonic() - began)
         return found
 
-    for item in (c for c in chosen if not c.slow):
-        collect(timed(item))
-    slow = [c for c in chosen if c.slow]
-    if slow and target.slow:
-        with ThreadPoolExecutor(max_workers=len(slow)) as pool:
-            for found in pool.map(timed, slow):
-                collect(found)
-    for item in slow if not target.slow else ():
-        reason = "slow check (waits out a server timer): run with --slow to include it"
-        collect({i: (Status.SKIP, reason, item.name) for i in item.ids})
+    runnable = []
+    for item in chosen:
+        excused = _not_applicable(item, target, select)
+        collect(excused)
+        if any(selected(i, select) and i not in excused for i in item.ids):
+            runnable.append((item, excused))
+    # Quiet checks last, beside nothing that writes: another check's entries or records in
+    # their window would break the silence they wait for.
+    loud = [(c, e) for c, e in runnable if not c.needs_silence]
+    quiet = [(c, e) for c, e in runnable if c.needs_silence and (target.slow or not c.slow)]
+    for item, excused in loud:
+        if not item.slow:
+            collect(_without(timed(item), excused))
+    slow = [(c, e) for c, e in loud if c.slow]
+    for batch in (slow if target.slow else [], quiet):
+        if batch:
+            with ThreadPoolExecutor(max_workers=len(batch)) as pool:
+                for found, (_, excused) in zip(
+                    pool.map(timed, [c for c, _ in batch]), batch, strict=True
+                ):
+                    collect(_without(found, excused))
+    for item, excused in runnable if not target.slow else ():
+        if item.slow:
+            reason = "slow check (waits out a server timer): run with --slow to include it"
+            collect({i: (Status.SKIP, reason, item.name) for i in item.ids if i not in excused})
     results = [_fold(requirement, findings[requirement]) for requirement in _ordered(findings)]
     timings = tuple(shared.get("timings", {}).items())
     return Report(target.url, tuple(results), round(time.monotonic() - started, 3), timings)
+
+
+def _not_applicable(item: Check, target: Target, select: Sequence[str]) -> dict[str, Finding]:
+    """SKIP findings for the selected ids whose verdict needs decisions the target does not
+    follow (reported, never silently passed)."""
+    found = {}
+    for requirement in item.ids:
+        missing = item.missing(requirement, target) if selected(requirement, select) else []
+        if missing:
+            found[requirement] = (Status.SKIP, not_applicable(missing, target.profile), item.name)
+    return found
+
+
+def _without(found: dict[str, Finding], excused: dict[str, Finding]) -> dict[str, Finding]:
+    return {i: f for i, f in found.items() if i not in excused}
 
 
 def _wanted(item: Check, select: Sequence[str]) -> bool:

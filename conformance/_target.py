@@ -7,8 +7,14 @@ A `Target` is a frozen value. The kit only ever talks to `url`'s host and port; 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
+
+from conformance import _expect
+from conformance._decisions import PROFILES, unknown
+
+PUBLISH = ("receipt", "command")
 
 
 @dataclass(frozen=True)
@@ -24,6 +30,15 @@ class Target:
     host-session checks may launch (`host_a`): starting a coding-agent host is a side effect
     the user opts into, so without it (or when the server says the kind is not launchable)
     the checks that need a running session are SKIPped with the reason.
+
+    `profile` is `seed` (only what the seeds state, plus the decisions in `declared`) or
+    `devkit` (every decision of ours, `conformance._decisions`). A third party says how its
+    implementation does what the seeds leave open: `cookie` (the session cookie's name,
+    `{port}` filled in), `receipt_auth` (the receipt credential header, `Name: value` with
+    `{token}`), `receipt_template` (a receipt body the target accepts, its strings' `{requestId}`,
+    `{executionId}` and `{sessionId}` filled in per request), `publish` (`receipt`: post
+    receipts; `command`: run `publish_command`, whose arguments' `{requestId}` is filled in, to
+    make one trace entry carrying that requestId). Giving a value declares the decision.
     """
 
     url: str
@@ -33,8 +48,35 @@ class Target:
     stream_timeout: float = 3.0
     slow: bool = False
     host: str | None = None
+    profile: str = "seed"
+    declared: frozenset[str] = frozenset()
+    cookie: str | None = None
+    receipt_auth: str | None = None
+    receipt_template: Any = field(default=None, hash=False)
+    publish: str | None = None
+    publish_command: tuple[str, ...] = ()
+    decisions: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise ValueError(f"unknown profile {self.profile!r}: use {sorted(PROFILES)}")
+        wrong = unknown(self.declared)
+        if wrong:
+            raise ValueError(f"unknown decision(s) {wrong}: see `bundle-conformance decisions`")
+        if self.publish is not None and self.publish not in PUBLISH:
+            raise ValueError(f"unknown publish method {self.publish!r}: use {PUBLISH}")
+        if self.publish == "command" and not self.publish_command:
+            raise ValueError("publish = command needs the command to run")
+        if self.receipt_auth is not None and ":" not in self.receipt_auth:
+            raise ValueError(f"receipt auth {self.receipt_auth!r} is not `Header: value`")
+        implied = {
+            "cookie-name": self.cookie is not None,
+            "receipt-auth": self.receipt_auth is not None,
+            "receipt-shape": self.receipt_template is not None,
+            "publish": self.publish is not None or bool(self.publish_command),
+        }
+        found = PROFILES[self.profile] | self.declared | {k for k, v in implied.items() if v}
+        object.__setattr__(self, "decisions", frozenset(found))
         parts = urlsplit(self.url)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"the kit checks plain http servers: {self.url!r}")
@@ -61,3 +103,37 @@ class Target:
     def origin(self) -> str:
         """The server's own origin, as a browser on its page sends it."""
         return f"http://{self.host_header}"
+
+    def follows(self, decision: str) -> bool:
+        """Whether the target follows our `decision` (by its profile, or declared)."""
+        return decision in self.decisions
+
+    def cookie_name(self) -> str | None:
+        """The session cookie's name, or None when the target has not said (seed profile)."""
+        if self.cookie is not None:
+            template = self.cookie
+        elif self.follows("cookie-name"):
+            template = str(_expect.auth("browser")["cookie"])
+        else:
+            return None
+        return template.replace("{port}", str(self.port))
+
+    def receipt_credential(self, token: str) -> tuple[str, str] | None:
+        """The receipt route's credential header carrying `token`, or None when unknown."""
+        template = self.receipt_auth
+        if template is None and self.follows("receipt-auth"):
+            scheme = str(_expect.auth("receipt")["credential"]["scheme"]).capitalize()
+            template = f"Authorization: {scheme} {{token}}"
+        if template is None:
+            return None
+        name, _, value = template.partition(":")
+        return name.strip(), value.strip().replace("{token}", token)
+
+    @property
+    def publish_method(self) -> str | None:
+        """How the kit makes trace entries appear: `receipt`, `command`, or None (it cannot)."""
+        if self.publish is not None:
+            return self.publish
+        if self.publish_command:
+            return "command"
+        return "receipt" if self.follows("publish") else None

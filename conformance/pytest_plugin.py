@@ -2,7 +2,8 @@
 
     pytest -p conformance.pytest_plugin --conformance-url http://127.0.0.1:8731 \\
         --conformance-session TOKEN [--conformance-receipt-token T] \\
-        [--conformance-select 'TRACE-*'] [--conformance-slow] [--conformance-host host_a]
+        [--conformance-select 'TRACE-*'] [--conformance-slow] [--conformance-host host_a] \\
+        [--conformance-profile seed|devkit] [--conformance-target-file target.toml]
 
 Installed with bundle-devkit, the plugin is registered through the `pytest11` entry point and
 stays inert unless `--conformance-url` is given, so it never disturbs another test suite. With
@@ -40,6 +41,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--conformance-slow", action="store_true", help="include slow checks")
     group.addoption("--conformance-host", help="host kind the host-session checks may launch")
+    group.addoption(
+        "--conformance-profile",
+        choices=("seed", "devkit"),
+        help="seed: only what the seeds state (default); devkit: our decisions too",
+    )
+    group.addoption(
+        "--conformance-target-file", help="a TOML description of the target (see the README)"
+    )
 
 
 def _target(config: pytest.Config) -> Target | None:
@@ -51,13 +60,23 @@ def _target(config: pytest.Config) -> Target | None:
     session = config.getoption("conformance_session")
     if not session:
         raise pytest.UsageError("--conformance-url needs --conformance-session")
+    from pathlib import Path
+
+    from conformance._description import load
+
     try:
+        described = (
+            load(Path(found)) if (found := config.getoption("conformance_target_file")) else {}
+        )
+        if config.getoption("conformance_profile"):
+            described["profile"] = config.getoption("conformance_profile")
         return Target(
             url,
             session,
             config.getoption("conformance_receipt_token"),
             slow=bool(config.getoption("conformance_slow")),
             host=config.getoption("conformance_host"),
+            **described,
         )
     except ValueError as exc:
         raise pytest.UsageError(f"--conformance-url: {exc}") from None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ def serve(
                 project=loop.start(),
             )
             shell.start(wrap(app))
-            yield Target(shell.url, SESSION, RECEIPT)
+            yield Target(shell.url, SESSION, RECEIPT, profile="devkit")
         finally:
             shell.stop()
             bridge.detach()
@@ -62,8 +63,7 @@ def serve(
 
 def run_kit(target: Target, *select: str, slow: bool = False) -> Report:
     """Run the kit (all of it by default) against `target`."""
-    again = Target(target.url, target.session, target.receipt_token, slow=slow, host=target.host)
-    return run(again, select or ["*"])
+    return run(replace(target, slow=slow), select or ["*"])
 
 
 def failing(report: Report) -> set[str]:

@@ -14,6 +14,7 @@ modules.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import socket
@@ -49,6 +50,7 @@ from conformance._registry import REGISTRY, NotTestable, covered_ids
 from conformance._reply import Reply
 from conformance._runner import run_check
 from conformance._stream import HEAD_LIMIT, Stream, StreamClosed, StreamError
+from conformance._traceability import counts, summary
 from conformance.checks._common import malformed_session_ids, unknown_session_id
 
 
@@ -97,7 +99,11 @@ def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
 @pytest.fixture(scope="module")
 def full_report(dev_server: DevServer) -> Report:
     target = Target(
-        dev_server.url, dev_server.session_token, dev_server.receipt_token, host="host_a"
+        dev_server.url,
+        dev_server.session_token,
+        dev_server.receipt_token,
+        host="host_a",
+        profile="devkit",
     )
     return run_kit(target)
 
@@ -148,17 +154,55 @@ def test_every_requirement_is_tested_untested_or_excluded_with_a_reason() -> Non
     for row in rows:
         assert row.state in ("tested", "untested", "excluded"), row
         assert row.reason, row
-        if row.state == "tested":
-            assert row.checks and row.method == "http", row
-        elif row.state == "excluded":
-            assert row.method != "http", row
-            spec_row = requirement(row.requirement)
-            if row.method == "none":
-                assert row.reason == spec_row["why"], row
-            else:
-                assert row.reason == f"verified by the {row.method} tests, not over HTTP"
-        else:
-            assert row.method == "http" and not row.checks, row
+        spec_row = requirement(row.requirement)
+        if row.method == "none":
+            assert row.state == "excluded" and row.reason == spec_row["why"], row
+        elif row.method == "http":
+            assert not row.tests and row.state == ("tested" if row.checks else "untested"), row
+        else:  # library and process rows are tested only by the tests they name
+            assert not row.checks, row
+            assert row.tests == tuple(spec_row.get("verified_by", ())), row
+            assert row.state == ("tested" if row.tests else "untested"), row
+
+
+def _test_names(path: Path) -> set[str]:
+    """`name` and `Class::name` of every test function of a test module (parsed, not run)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found.add(node.name)
+        elif isinstance(node, ast.ClassDef):
+            for inner in node.body:
+                if isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef):
+                    found.add(f"{node.name}::{inner.name}")
+    return {name for name in found if name.rpartition("::")[2].startswith("test")}
+
+
+def test_every_test_a_requirement_names_exists() -> None:
+    root = Path(__file__).parent.parent
+    named = [(row["id"], test) for row in requirements() for test in row.get("verified_by", ())]
+    assert named  # the table names tests at all
+    missing = []
+    for requirement_id, node in named:
+        module, _, name = node.partition("::")
+        path = root / module
+        if not path.is_file() or name not in _test_names(path):
+            missing.append(f"{requirement_id}: {node}")
+    assert not missing, missing
+
+
+def test_the_traceability_summary_counts_and_lists_the_untested() -> None:
+    rows = traceability(["SRV-*", "INV-00?"])
+    lines = summary(rows)
+    found = counts(rows)
+    assert lines[0].startswith("traceability: http ")
+    assert (
+        f"http {found['http']['tested']} tested, {found['http']['untested']} untested" in lines[0]
+    )
+    untested = {r.requirement for r in rows if r.state == "untested"}
+    listed = set(" ".join(line.split(": ", 1)[-1] for line in lines[1:]).split())
+    assert untested and listed == untested
 
 
 def test_checks_name_only_existing_http_requirements() -> None:
@@ -180,8 +224,12 @@ def test_a_check_for_an_unknown_or_non_http_requirement_is_refused() -> None:
         check()
 
 
-def test_untested_rows_are_the_later_capabilities() -> None:
-    untested = {row.requirement for row in traceability() if row.state == "untested"}
+def test_untested_http_rows_are_the_later_capabilities() -> None:
+    untested = {
+        row.requirement
+        for row in traceability()
+        if row.state == "untested" and row.method == "http"
+    }
     assert not untested & IN_SCOPE
     areas = {requirement_id.split("-")[0] for requirement_id in untested}
     assert areas <= {"SRV", "INV", "HS", "RUN", "MCP", "PTY", "ERR", "LIM", "ENV", "EVT", "STAT"}
@@ -221,7 +269,7 @@ def test_findings_fold_into_one_result_per_requirement() -> None:
         _fake("a.no_verdict", ("GUARD-012",), no_verdict),
         _fake("a.should", ("GUARD-022",), falls_short),
     ]
-    report = run(Target("http://127.0.0.1:9", "x"), ["GUARD-*"], checks=checks)
+    report = run(Target("http://127.0.0.1:9", "x", profile="devkit"), ["GUARD-*"], checks=checks)
     status = {r.requirement: r.status for r in report.results}
     assert status == {
         "GUARD-008": Status.FAIL,
@@ -235,20 +283,20 @@ def test_findings_fold_into_one_result_per_requirement() -> None:
     assert "broken" in report.result("GUARD-008").reason
     assert "kit bug" in report.result("GUARD-011").reason
     assert not report.ok() and report.counts()["WARN"] == 1
-    only = run(Target("http://127.0.0.1:9", "x"), ["GUARD-022"], checks=checks)
+    only = run(Target("http://127.0.0.1:9", "x", profile="devkit"), ["GUARD-022"], checks=checks)
     assert only.ok() and not only.ok(strict=True)
 
 
 def test_a_refused_connection_is_not_testable() -> None:
     (probe,) = [c for c in registered() if c.name == "guard.host_allowlist"]
-    found = run_check(probe, Target("http://127.0.0.1:9", "x", timeout=1), {})
+    found = run_check(probe, Target("http://127.0.0.1:9", "x", timeout=1, profile="devkit"), {})
     assert found["GUARD-002"][0] is Status.NOT_TESTABLE
     assert "transport" in found["GUARD-002"][1]
 
 
 def test_slow_checks_skip_unless_asked_for() -> None:
     item = next(c for c in registered() if c.slow)
-    report = run(Target("http://127.0.0.1:9", "x"), list(item.ids), checks=[item])
+    report = run(Target("http://127.0.0.1:9", "x", profile="devkit"), list(item.ids), checks=[item])
     assert {r.requirement for r in report.results} == set(item.ids)
     assert all(r.status is Status.SKIP and "--slow" in r.reason for r in report.results)
 
@@ -308,7 +356,7 @@ def test_the_header_bound_checks_do_not_pass_a_server_that_never_answers(
 ) -> None:
     item = REGISTRY[name]
     with _listener(answer) as url:
-        found = run_check(item, Target(url, "x", timeout=0.5, slow=True), {})
+        found = run_check(item, Target(url, "x", timeout=0.5, slow=True, profile="devkit"), {})
     assert set(found) == set(item.ids)
     assert all(status is Status.NOT_TESTABLE for status, _, _ in found.values()), found
 
@@ -330,7 +378,7 @@ def _stalled_reply(conn: socket.socket) -> None:
 def test_a_bound_neither_answered_nor_closed_fails() -> None:
     item = REGISTRY["bounds.header_bounds"]
     with _listener(_stalled_reply) as url:
-        target = Target(url, "x", timeout=0.5)
+        target = Target(url, "x", timeout=0.5, profile="devkit")
         found = run_check(item, target, {})
     status, reason, _ = found["GUARD-023"]
     assert status is Status.FAIL, found
@@ -358,14 +406,14 @@ def _answer_200_json(body: bytes) -> Callable[[socket.socket], None]:
 def test_a_json_route_whose_200_body_is_not_json_fails(name: str) -> None:
     item = REGISTRY[name]
     with _listener(_answer_200_json(b"<html>not json</html>")) as url:
-        found = run_check(item, Target(url, "x", timeout=1), {})
+        found = run_check(item, Target(url, "x", timeout=1, profile="devkit"), {})
     assert set(found) == set(item.ids)
     for status, reason, _ in found.values():
         assert status is Status.FAIL and "not JSON" in reason, found
 
 
 def test_a_variant_status_is_expected_in_the_error_envelope() -> None:
-    target = Target("http://127.0.0.1:9", "x")
+    target = Target("http://127.0.0.1:9", "x", profile="devkit")
     ctx = Context(target, Client(target), ("ENV-005",), {})
     envelope = b'{"error":{"code":"AB8261","message":"no such method"}}'
     assert ctx.expect_error(Reply(405, (), envelope), "AB8261", "ok", variant="unsupported-method")

@@ -54,7 +54,7 @@ def broken() -> Iterator[Target]:
 
 
 def credentials(target: Target, receipt: bool = True) -> list[str]:
-    args = ["--url", target.url, "--session", target.session]
+    args = ["--url", target.url, "--session", target.session, "--profile", "devkit"]
     return args + (["--receipt-token", RECEIPT] if receipt else [])
 
 
@@ -63,20 +63,38 @@ def credentials(target: Target, receipt: bool = True) -> list[str]:
 
 def test_list_names_every_requirement_with_its_coverage(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    out = capsys.readouterr().out.splitlines()
+    lines = out[: len(requirements())]
     assert [line.split()[0] for line in lines] == [row["id"] for row in requirements()]
     by_id = {line.split()[0]: line.split(None, 3) for line in lines}
     assert by_id["GUARD-002"][1:3] == ["MUST", "tested"]
     assert by_id["GUARD-022"][1:3] == ["SHOULD", "tested"]
-    assert by_id["GUARD-004"][2] == "excluded" and "library" in by_id["GUARD-004"][3]
     assert by_id["SRV-003"][2] == "excluded"  # check = none: the row's own why
     assert by_id["HS-001"][2] == "tested"
-    assert by_id["INV-001"][2] in ("untested", "excluded")  # route invocations come later
+    assert by_id["INV-001"][2] == "untested"  # route invocations come later
+    # A library row is tested only by the tests it names, and says which.
+    library = [r for r in requirements() if r["check"] == "library"]
+    named = next(r for r in library if r.get("verified_by"))
+    assert by_id[named["id"]][2] == "tested" and named["verified_by"][0] in by_id[named["id"]][3]
+    bare = next(r for r in library if not r.get("verified_by"))
+    assert by_id[bare["id"]][2] == "untested" and "verified_by" in by_id[bare["id"]][3]
+    # Then the counts, and every untested id.
+    summary = out[len(requirements()) :]
+    assert summary[0].startswith("traceability: http ") and "library " in summary[0]
+    listed = set(" ".join(line.split(": ", 1)[-1] for line in summary[1:]).split())
+    assert listed == {i for i, parts in by_id.items() if parts[2] == "untested"}
+
+
+def test_list_strict_fails_on_untested_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--strict", "--select", "INV-001"]) == 1
+    assert main(["list", "--strict", "--select", "GUARD-00[1-3]"]) == 0
+    capsys.readouterr()
 
 
 def test_list_select(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "--select", "RCPT-*", "SRV-00?"]) == 0
-    ids = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    lines = capsys.readouterr().out.splitlines()
+    ids = [line.split()[0] for line in lines if not line.startswith(("traceability", "untested"))]
     assert ids and all(i.startswith(("RCPT-", "SRV-00")) for i in ids)
 
 
@@ -273,6 +291,8 @@ def test_the_plugin_makes_one_item_per_requirement(target: Target, tmp_path: Pat
         "GUARD-00*",
         "--conformance-select",
         "RCPT-*",
+        "--conformance-profile",
+        "devkit",
         autoload=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -296,6 +316,8 @@ def test_the_plugin_fails_and_skips_items(broken: Target, tmp_path: Path) -> Non
         "GUARD-008",
         "--conformance-select",
         "RCPT-007",
+        "--conformance-profile",
+        "devkit",
         # Named with -p while the entry point also loads it: the same plugin, loaded once.
         "-p",
         "conformance.pytest_plugin",
@@ -304,7 +326,7 @@ def test_the_plugin_fails_and_skips_items(broken: Target, tmp_path: Path) -> Non
     assert "conformance::GUARD-008 FAILED" in result.stdout
     assert "GUARD-008 (MUST) FAIL" in result.stdout
     assert "conformance::RCPT-007 SKIPPED" in result.stdout
-    assert "receipt bearer token" in result.stdout
+    assert "receipt token" in result.stdout
 
 
 def test_the_plugin_is_inert_without_a_url(tmp_path: Path) -> None:

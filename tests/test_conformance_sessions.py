@@ -79,7 +79,7 @@ def serve(
 
 
 def kit(url: str, host: str | None, select: list[str] | None = None) -> Report:
-    target = Target(url, SESSION, host=host, slow=True, stream_timeout=3.0)
+    target = Target(url, SESSION, host=host, slow=True, stream_timeout=3.0, profile="devkit")
     return run(target, select or IDS, checks=CHECKS)
 
 

@@ -16,11 +16,8 @@ from typing import Any
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import problems
 from conformance import _expect
-from conformance._client import Headers
 from conformance._preflight import PROBE_ROUTE
-from conformance._receipt import build_receipt
 from conformance._registry import Context
-from conformance._reply import Reply
 from conformance.checks._frames import item_sequences
 
 # The browser route the guard checks aim at: cheap, side-effect free, always mounted (the
@@ -127,36 +124,7 @@ def malformed_session_ids() -> tuple[str, ...]:
     return made
 
 
-def receipt_token(ctx: Context) -> str:
-    """The receipt bearer token, or SKIP the check: without it no receipt can be accepted."""
-    if ctx.target.receipt_token is None:
-        ctx.skip("needs the receipt bearer token (--receipt-token)")
-    return ctx.target.receipt_token
-
-
-def bearer(token: str) -> tuple[str, str]:
-    return ("Authorization", f"Bearer {token}")
-
-
 JSON_TYPE = ("Content-Type", "application/json")
-
-
-def post_receipt(
-    ctx: Context, receipt: dict[str, Any] | bytes, headers: Headers | None = None
-) -> Reply:
-    """POST a receipt with the target's token and the JSON media type (unless `headers`)."""
-    body = receipt if isinstance(receipt, bytes) else json_bytes(receipt)
-    sent = headers if headers is not None else [bearer(receipt_token(ctx)), JSON_TYPE]
-    return ctx.client.request("POST", path(RECEIPTS), headers=sent, body=body, auth="none")
-
-
-def publish_entry(ctx: Context, events: int = 1) -> dict[str, Any]:
-    """Post one fresh receipt (which must be accepted) and return it; NOT_TESTABLE otherwise."""
-    receipt = build_receipt(events=events)
-    reply = post_receipt(ctx, receipt)
-    if reply.status != 204:
-        ctx.not_testable(f"a valid receipt was refused ({reply.describe()}): no way to publish")
-    return receipt
 
 
 def replay(ctx: Context, route_id: str, after: int | None = None) -> dict[str, Any]:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from conformance import _expect
 from conformance._client import Auth, Headers
-from conformance._receipt import build_receipt
 from conformance._registry import Context, check
 from conformance._reply import Reply
-from conformance.checks._common import JSON_TYPE, RECEIPTS, bearer, json_bytes, post_receipt
+from conformance.checks._common import JSON_TYPE, RECEIPTS, json_bytes
+from conformance.checks._publish import credential, make_receipt, post_receipt
 from conformance.checks.guard import served_body_routes
 
 LOOKALIKES = ("text/plain", "application/jsonx", "application/x-json", "text/json", "")
@@ -21,8 +21,9 @@ LOOKALIKES = ("text/plain", "application/jsonx", "application/x-json", "text/jso
 def _targets(ctx: Context) -> list[tuple[str, Headers, Auth]]:
     """(route id, credential headers, auth) of every body route the kit can reach."""
     found: list[tuple[str, Headers, Auth]] = [(r, [], "header") for r in served_body_routes(ctx)]
-    if ctx.target.receipt_token is not None:
-        found.append((RECEIPTS, [bearer(ctx.target.receipt_token)], "none"))
+    token = ctx.target.receipt_token
+    if token is not None and ctx.follows("receipt-auth") and ctx.follows("receipt-shape"):
+        found.append((RECEIPTS, credential(ctx, token), "none"))
     if not found:
         ctx.skip("no body route is reachable: no browser route takes a body, no receipt token")
     return found
@@ -47,13 +48,13 @@ def json_media_type(ctx: Context) -> None:
     """Only the MIME type application/json itself is a JSON body; lookalikes get 415 BX1003."""
     for route_id, creds, auth in _targets(ctx):
         code = _expect.route(route_id).get("request_error", "BX1003")
-        body = json_bytes(build_receipt()) if route_id == RECEIPTS else b"{}"
+        body = make_receipt(ctx).bytes() if route_id == RECEIPTS else b"{}"
         for media in LOOKALIKES:
             reply = _send(ctx, route_id, creds, auth, media, body)
             ctx.expect_error(reply, code, f"{route_id} with Content-Type {media!r}")
         if route_id == RECEIPTS:
             for media in ("application/json; charset=utf-8", "Application/JSON"):
-                reply = _send(ctx, route_id, creds, auth, media, json_bytes(build_receipt()))
+                reply = _send(ctx, route_id, creds, auth, media, make_receipt(ctx).bytes())
                 ctx.check(reply.status == 204, f"receipt as {media!r}: {reply.describe()}")
     ctx.note(f"{len(LOOKALIKES)} lookalike media types refused; application/json; charset accepted")
 
@@ -64,14 +65,13 @@ def strict_bodies(ctx: Context) -> None:
     for route_id, creds, auth in _targets(ctx):
         code = _expect.route(route_id).get("request_error", "BX1004")
         if route_id == RECEIPTS:
-            receipt = build_receipt()
-            bodies = {
-                "an unknown key": json_bytes({**receipt, "conformanceExtra": True}),
-                "a wrong version": json_bytes({**receipt, "version": "1"}),
-                "a missing execution": json_bytes(
+            receipt = make_receipt(ctx).body
+            bodies = {"an unknown key": json_bytes({**receipt, "conformanceExtra": True})}
+            if ctx.target.receipt_template is None:  # keys of the kit's own receipt shape
+                bodies["a wrong version"] = json_bytes({**receipt, "version": "1"})
+                bodies["a missing execution"] = json_bytes(
                     {k: v for k, v in receipt.items() if k != "execution"}
-                ),
-            }
+                )
         else:
             bodies = {"an unknown key": json_bytes({"conformanceExtra": True})}
         bodies |= {"not JSON": b"{not json", "NaN": b"NaN", "a JSON array": b"[]"}
@@ -79,5 +79,5 @@ def strict_bodies(ctx: Context) -> None:
             reply = _send(ctx, route_id, creds, auth, JSON_TYPE[1], body)
             ctx.expect_error(reply, code, f"{route_id} body with {label}")
         if route_id == RECEIPTS:
-            ctx.check(post_receipt(ctx, build_receipt()).status == 204, "a valid receipt refused")
+            ctx.check(post_receipt(ctx, make_receipt(ctx)).status == 204, "a valid receipt refused")
     ctx.note("unknown keys, wrong types and non-JSON bodies refused with the route's code")

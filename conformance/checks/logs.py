@@ -20,10 +20,10 @@ from conformance.checks._common import (
     json_problems,
     latest,
     path,
-    publish_entry,
     replay,
 )
 from conformance.checks._frames import ids_for, read_frames
+from conformance.checks._publish import can_publish, publish_entry
 
 # Browser-unsafe text: C0 controls but tab and newline, DEL, C1 controls, bidi overrides and
 # isolates (they can reorder what a page shows).
@@ -41,7 +41,7 @@ def _trace_link() -> str:
 
 
 def _records(ctx: Context) -> list[dict[str, Any]]:
-    if ctx.target.receipt_token is not None:
+    if can_publish(ctx):
         publish_entry(ctx)
     ctx.client.get(path("trace.replay") + "?after=-1")  # a refusal a server may log
     body = replay(ctx, "logs.replay", max(0, latest(ctx, "logs.replay") - INSPECT))

@@ -21,18 +21,16 @@ import time
 from typing import Any
 
 from conformance import _expect
-from conformance._receipt import build_receipt
 from conformance._registry import Context, check
 from conformance._stream import Stream, StreamError
 from conformance.checks._common import (
     contiguous,
     latest,
     path,
-    post_receipt,
-    receipt_token,
     trace_replay,
 )
 from conformance.checks._frames import item_sequences, read_frames
+from conformance.checks._publish import make_receipt, post_receipt, receipt_token
 
 MARGIN = 3.0
 IDLE_FIRST = 0.2  # seconds: frames written at once when a stream opens
@@ -50,7 +48,8 @@ def _entry_sequences(frames: list[Any]) -> list[int]:
     return item_sequences(frames, "TraceMessage.json", "entry")
 
 
-@check("STREAM-004", "STREAM-005", order=2)
+# The producer whose speed is judged is the receipt route: the kit posts receipts itself.
+@check("STREAM-004", "STREAM-005", order=2, needs=("receipt-auth", "receipt-shape"))
 def slow_subscriber(ctx: Context) -> None:
     """A stalled reader slows neither the producer nor other readers, and is cut visibly."""
     receipt_token(ctx)
@@ -70,7 +69,8 @@ def slow_subscriber(ctx: Context) -> None:
             rounds = 1 if not frame_bytes else _rounds_needed(last - start, frame_bytes, posts)
             for _ in range(rounds):
                 began = time.monotonic()
-                reply = post_receipt(ctx, build_receipt(events=EVENTS_PER_RECEIPT, pad=PAD))
+                receipt = make_receipt(ctx, events=EVENTS_PER_RECEIPT, pad=PAD)
+                reply = post_receipt(ctx, receipt)
                 slowest = max(slowest, time.monotonic() - began)
                 if reply.status != 204:
                     ctx.not_testable(f"a valid receipt was refused: {reply.describe()}")
@@ -192,13 +192,14 @@ def _is(frames: list[Any], kind: str) -> bool:
     return any(isinstance(frame, dict) and frame.get("type") == kind for frame in frames)
 
 
-@check("STREAM-006", slow=True)
+# Silence: a keep-alive is due only on an idle stream, so nothing may publish meanwhile.
+@check("STREAM-006", slow=True, needs_silence=True)
 def trace_keepalive(ctx: Context) -> None:
     """An idle trace stream sends a `trace.keepalive` frame within `stream-keepalive`."""
     _keepalive(ctx, "trace.stream", "trace.replay")
 
 
-@check("STREAM-006", slow=True)
+@check("STREAM-006", slow=True, needs_silence=True)
 def log_keepalive(ctx: Context) -> None:
     """An idle log stream sends a `log.keepalive` frame within `stream-keepalive`."""
     _keepalive(ctx, "logs.stream", "logs.replay")

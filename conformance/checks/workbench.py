@@ -17,7 +17,7 @@ from conformance.checks._common import issue_path, issue_query, near_miss, probe
 ISSUE = ("GUARD-015", "GUARD-016", "GUARD-017", "GUARD-018", "GUARD-019")
 
 
-@check(*ISSUE)
+@check(*ISSUE, needs=("cookie-name",))
 def session_issuance(ctx: Context) -> None:
     """`?session=TOKEN` sets an HttpOnly, SameSite=Strict, port-named cookie and redirects."""
     token, port = ctx.target.session, ctx.target.port
@@ -38,7 +38,9 @@ def session_issuance(ctx: Context) -> None:
     )
     policy = [v.strip().lower() for v in reply.header_all("Referrer-Policy")]
     ctx.check(policy == ["no-referrer"], f"Referrer-Policy {policy}", "GUARD-019")
-    name = _expect.cookie_name(port)
+    name = ctx.target.cookie_name()
+    assert name is not None  # needs cookie-name
+    ctx.check(str(port) in name, f"the cookie's name {name!r} lacks the port", "GUARD-017")
     cookies = reply.header_all("Set-Cookie")
     morsel = None
     for raw in cookies:

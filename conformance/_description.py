@@ -1,0 +1,63 @@
+"""A third party's description of its target: what it does where the seeds leave things open.
+
+    # target.toml: every key is optional; command-line options override the file
+    profile = "seed"                         # or "devkit": every decision of ours
+    decisions = ["error-envelope"]           # decisions of ours the target follows as well
+    cookie = "sid_{port}"                    # the session cookie's name
+    receipt_auth = "X-Receipt-Token: {token}" # the receipt credential header
+    receipt_template = "receipt.json"        # a receipt it accepts, relative to this file
+    publish = "command"                      # how the kit makes trace entries: receipt, command
+    publish_command = ["./publish-entry", "{requestId}"]
+
+`bundle-conformance decisions` lists the decision names and the checks that need each.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+KEYS = {
+    "profile": str,
+    "decisions": list,
+    "cookie": str,
+    "receipt_auth": str,
+    "receipt_template": str,
+    "publish": str,
+    "publish_command": list,
+}
+
+
+def load(path: Path) -> dict[str, Any]:
+    """The file's settings as `Target` keyword arguments; ValueError naming the fault."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    for key, value in data.items():
+        if key not in KEYS:
+            raise ValueError(f"{path}: unknown key {key!r} (known: {', '.join(KEYS)})")
+        if not isinstance(value, KEYS[key]):
+            raise ValueError(f"{path}: {key} must be a {KEYS[key].__name__}")
+    found = dict(data)
+    if "decisions" in found:
+        found["declared"] = frozenset(map(str, found.pop("decisions")))
+    if "publish_command" in found:
+        found["publish_command"] = tuple(map(str, found["publish_command"]))
+    if "receipt_template" in found:
+        found["receipt_template"] = template(path.parent / found["receipt_template"])
+    return found
+
+
+def template(path: Path) -> Any:
+    """A receipt template: a JSON object whose strings may hold `{requestId}`, `{executionId}`
+    and `{sessionId}`. It must carry `{requestId}`: the kit finds its entries by it."""
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"receipt template {path}: {exc}") from None
+    if not isinstance(found, dict) or "{requestId}" not in json.dumps(found):
+        raise ValueError(f"receipt template {path}: a JSON object carrying {{requestId}}")
+    return found
