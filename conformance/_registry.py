@@ -100,6 +100,10 @@ class Context:
             return False
         return True
 
+    def is_error(self, reply: Reply, code: str, variant: str | None = None) -> bool:
+        """Whether `reply` is `code`'s error as the target's profile judges it (no finding)."""
+        return error_problem(self.target, reply, code, variant) is None
+
     def absent(self, reply: Reply) -> bool:
         """Whether `reply` says its route is not mounted on the target."""
         return absent(self.target, reply)

@@ -21,6 +21,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -299,6 +300,43 @@ def test_slow_checks_skip_unless_asked_for() -> None:
     report = run(Target("http://127.0.0.1:9", "x", profile="devkit"), list(item.ids), checks=[item])
     assert {r.requirement for r in report.results} == set(item.ids)
     assert all(r.status is Status.SKIP and "--slow" in r.reason for r in report.results)
+
+
+def test_checks_that_need_silence_run_alone_after_every_writer() -> None:
+    windows: dict[str, tuple[float, float]] = {}
+
+    def timed(name: str, seconds: float) -> Callable[[Context], None]:
+        def function(ctx: Context) -> None:
+            began = time.monotonic()
+            time.sleep(seconds)
+            windows[name] = (began, time.monotonic())
+
+        return function
+
+    def made(name: str, ids_: tuple[str, ...], slow: bool, quiet: bool) -> Check:
+        return Check(name, ids_, timed(name, 0.3), slow=slow, doc=name, needs_silence=quiet)
+
+    checks = [
+        made("w.fast_writer", ("GUARD-008",), slow=False, quiet=False),
+        made("w.slow_writer", ("GUARD-022",), slow=True, quiet=False),
+        made("w.other_slow_writer", ("GUARD-023",), slow=True, quiet=False),
+        made("q.trace_quiet", ("STREAM-006",), slow=True, quiet=True),
+        made("q.log_quiet", ("STREAM-005",), slow=True, quiet=True),
+    ]
+    target = Target("http://127.0.0.1:9", "x", slow=True, profile="devkit")
+    report = run(target, ["*"], checks=checks)
+    assert report.ok() and {r.status for r in report.results} == {Status.PASS}
+    quiet = [windows["q.trace_quiet"], windows["q.log_quiet"]]
+    writers = [windows[n] for n in ("w.fast_writer", "w.slow_writer", "w.other_slow_writer")]
+    assert min(start for start, _ in quiet) >= max(end for _, end in writers)
+    # The slow writers still overlap each other, and the quiet checks each other.
+    assert windows["w.slow_writer"][0] < windows["w.other_slow_writer"][1]
+    assert windows["q.trace_quiet"][0] < windows["q.log_quiet"][1]
+
+
+def test_the_keepalive_checks_declare_that_they_need_silence() -> None:
+    quiet = {c.name for c in registered() if c.needs_silence}
+    assert quiet == {"streams.trace_keepalive", "streams.log_keepalive"}
 
 
 @contextmanager

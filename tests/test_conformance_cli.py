@@ -25,6 +25,7 @@ from bundle_server.trace.hub import TraceHub
 from conformance import Target
 from conformance._cli import main
 from conformance._expect import requirements
+from conformance._receipt import build_receipt
 from conformance._registry import covered_ids
 
 BIN = Path(sys.executable).parent
@@ -381,3 +382,108 @@ def test_each_check_is_reported_as_it_ends(
     progress = [line.split()[0] for line in captured.err.splitlines()]
     assert "trace.omitted_after" in progress and len(progress) >= 2
     assert "PASS" in captured.out
+
+
+# --- the baseline, strictness and traceability of a run --------------------------------------
+
+
+def baseline(tmp_path: Path, *lines: str) -> str:
+    path = tmp_path / "expected-failures.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def test_an_expected_failure_does_not_fail_the_run(
+    broken: Target, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", *credentials(broken), "--select", "GUARD-008", "GUARD-009"]
+    assert main(argv) == 1
+    capsys.readouterr()
+    listed = baseline(tmp_path, "# nosniff comes next release", "GUARD-008  # missing header")
+    assert main([*argv, "--expected-failures", listed]) == 0
+    out = capsys.readouterr().out
+    assert any(line.split()[:2] == ["XFAIL", "GUARD-008"] for line in out.splitlines())
+    assert "1 expected failures" in out
+
+
+def test_an_expected_failure_that_passes_is_stale_and_fails_the_run(
+    broken: Target, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    listed = baseline(tmp_path, "GUARD-008", "GUARD-009")
+    argv = ["run", *credentials(broken), "--select", "GUARD-008", "GUARD-009"]
+    assert main([*argv, "--expected-failures", listed]) == 1
+    out = capsys.readouterr().out
+    assert any(line.split()[:2] == ["STALE", "GUARD-009"] for line in out.splitlines())
+    assert "stale expected failures (they pass now): GUARD-009" in out
+
+
+def test_an_unknown_id_in_the_baseline_is_an_error(
+    target: Target, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    listed = baseline(tmp_path, "GUARD-008", "GUARD-999")
+    argv = ["run", *credentials(target), "--select", "GUARD-008", "--expected-failures", listed]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "expected-failures.txt:2: 'GUARD-999'" in captured.err
+
+
+def test_a_run_prints_its_traceability_and_strict_fails_on_untested_rows(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", *credentials(target), "--select", "SRV-00[2-4]"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "traceability: http 1 tested, 1 untested; none 1 excluded" in out
+    assert "untested http (1): SRV-002" in out
+    assert main([*argv, "--strict"]) == 1
+    assert "strict: 1 selected HTTP requirements have no check" in capsys.readouterr().out
+
+
+def test_the_decisions_command_names_the_checks_that_need_each(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["decisions"]) == 0
+    out = capsys.readouterr().out
+    blocks = {
+        block.split(":", 1)[0]: block for block in out.split("\n") if block and block[0] != " "
+    }
+    assert set(blocks) == {
+        "design",
+        "error-envelope",
+        "error-codes",
+        "error-statuses",
+        "absent-route",
+        "cookie-name",
+        "receipt-auth",
+        "receipt-shape",
+        "publish",
+    }
+    assert "needed by trace.cursors for TRACE-028" in out
+    assert "needed by receipts.receipt_accepted for RCPT-007 GUARD-024" in out
+    assert "needed by workbench.session_issuance" in out
+
+
+def test_the_seed_profile_is_the_default_and_a_target_file_describes_the_rest(
+    target: Target, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed = ["run", "--url", target.url, "--session", target.session, "--receipt-token", RECEIPT]
+    assert main([*seed, "--select", "RCPT-007", "GUARD-002"]) == 0
+    out = capsys.readouterr().out
+    assert "not applicable in the seed profile" in out and "(seed)" in out
+    assert "PASS" not in out
+    (tmp_path / "receipt.json").write_text(
+        json.dumps({**build_receipt(), "requestId": "{requestId}"}), encoding="utf-8"
+    )
+    (tmp_path / "target.toml").write_text(
+        'receipt_auth = "Authorization: Bearer {token}"\n'
+        'receipt_template = "receipt.json"\n'
+        'decisions = ["design"]\n',
+        encoding="utf-8",
+    )
+    described = [*seed, "--target-file", str(tmp_path / "target.toml")]
+    assert main([*described, "--select", "RCPT-007", "GUARD-002"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split()[0] for line in out.splitlines()[:2]] == ["PASS", "PASS"]
+    (tmp_path / "bad.toml").write_text('cookies = "x"\n', encoding="utf-8")
+    assert main([*seed, "--target-file", str(tmp_path / "bad.toml")]) == 2
+    assert "unknown key 'cookies'" in capsys.readouterr().err

@@ -136,7 +136,7 @@ def send(ctx: Context, route_id: str, session_id: str = "", body: Any = None) ->
 def listing(ctx: Context) -> dict[str, Any]:
     """The session list; SKIP when the server says its session service is unavailable."""
     reply = send(ctx, "sessions.list")
-    if reply.error_code() == "AB8265" and reply.status == _expect.error_status("AB8265"):
+    if ctx.is_error(reply, "AB8265"):
         ctx.skip("the server's host-session service is unavailable (AB8265)")
     if reply.status != 200 or reply.media_type != "application/json":
         ctx.not_testable(f"GET {route_path('sessions.list')}: {reply.describe()}")
@@ -184,7 +184,7 @@ class Launched:
             if isinstance(session, dict) and isinstance(session.get("id"), str):
                 self.ids.append(session["id"])
                 return session
-        if reply.error_code() == "AB8264":
+        if self.ctx.is_error(reply, "AB8264"):
             self.ctx.not_testable("four sessions are already active on the server")
         self.ctx.not_testable(f"POST {route_path('sessions.create')} refused: {reply.describe()}")
 
@@ -450,7 +450,7 @@ def session_lifecycle(ctx: Context) -> None:
         )
         sessions.adopt(created)
         if created.status != 201:
-            if created.error_code() == "AB8264":
+            if ctx.is_error(created, "AB8264"):
                 ctx.not_testable("four sessions are already active on the server")
             ctx.fail(f"create: {created.describe()}", "HS-020", "HS-027")
             return

@@ -175,8 +175,9 @@ def cursors(ctx: Context) -> None:
         for raw in (str(top), str(_latest(ctx, route_id) + 1000)):
             reply = _cursor_reply(ctx, route_id, raw)
             _expect_code(ctx, reply, "BX3002", route_id, raw, (*ahead_ids, "SRV-006"), code_ids)
+    codes = " BX3001/BX3002" if ctx.follows("error-codes") else ""
     ctx.note(
-        f"{len(malformed)} malformed cursors answer 400 BX3001 and ahead ones 409 BX3002 on"
+        f"{len(malformed)} malformed cursors refused (400) and ahead ones (409){codes} on"
         f" {len(routes)} routes; 0 and the latest sequence are accepted"
     )
 
