@@ -14,6 +14,18 @@ the spec's promise is that a slow reader never slows the producer or the others,
 others' p99 should not move (ratio near 1) and the stalled one should be cut once its queue
 (limit trace-retention: how far a trace reader may fall behind) is exceeded.
 
+The rule for a stalled reader: it is cut when history drops a record it still had to write (at
+5,000 entries/s that is ~2 s after it stalled, retention being 10,000), or when a write makes no
+progress for `socket-io-timeout`; until then it must be harmless (the others complete, and
+their p99 stays within 2x of the phase without it). A round where it is neither cut nor
+harmless, or where a reader that reads was cut or missed frames, fails the bench (exit 1).
+
+Then the memory phase, on a fresh server holding 10,000 entries of ~500 bytes: 200 subscribers
+ask for the whole history (`after=0`); the server's RSS (this process, read from /proc) over
+idle is printed while they do not read, after they read it all, and 2 s after they close (goal:
+at most 64 MiB over idle, back within 16 MiB). Last, how long the server takes to notice a
+client that closed its idle stream (median of 20; the keep-alive is 15 s away).
+
 Each round runs both phases, each on a fresh server; `--rounds` (default 2) and `--rate` change
 the run (about 13 s per round). Printed per phase: the achieved publish rate, frames delivered
 vs expected (entries x subscribers), streams complete, streams the server ended early (cut as
@@ -310,6 +322,180 @@ def main() -> None:
         )
     ratio = medians[True]["p99"] / medians[False]["p99"]
     print(f"  others' p99 with a stalled subscriber / without: {ratio:.2f}x (goal: about 1x)")
+    failures = verdicts(runs, subscribers)
+    memory = memory_phase()
+    print(
+        f"memory, 200 subscribers replaying {REPLAY_ENTRIES} entries (RSS over idle "
+        f"{memory['idle'] / MIB:.0f} MiB): not reading {memory['not_reading'] / MIB:+.1f} MiB, "
+        f"after reading all {memory['reading'] / MIB:+.1f} MiB (goal <= 64), 2 s after they "
+        f"closed {memory['closed'] / MIB:+.1f} MiB (goal <= 16)"
+    )
+    if max(memory["not_reading"], memory["reading"]) > 64 * MIB or memory["closed"] > 16 * MIB:
+        failures.append("memory above its goal")
+    noticed = disconnect_latency()
+    print(
+        f"a client that closed its idle stream noticed in: median {noticed[len(noticed) // 2]:.1f}"
+        f" ms, max {noticed[-1]:.1f} ms over {len(noticed)} (keep-alive every 15 s)"
+    )
+    if noticed[-1] > 1000:
+        failures.append("a closed client not noticed within a second")
+    if not failures:
+        print("every round: no reader that reads was cut, the stalled one cut or harmless")
+    for failure in failures:
+        print(f"FAILED: {failure}")
+    if failures:
+        raise SystemExit(1)
+
+
+def verdicts(runs: dict[bool, list[dict[str, Any]]], subscribers: int) -> list[str]:
+    """What failed, over every round: a reader that reads was cut or short-changed, or the
+    stalled one was neither cut nor harmless."""
+    failures = []
+    for stalled, results in runs.items():
+        for index, result in enumerate(results, 1):
+            if result["cut"] or result["complete"] != subscribers:
+                failures.append(
+                    f"round {index} {'with' if stalled else 'without'} a stalled reader: "
+                    f"{result['cut']} readers cut, {result['complete']}/{subscribers} complete"
+                )
+    for index, (alone, with_stalled) in enumerate(zip(runs[False], runs[True], strict=True), 1):
+        harmless = (
+            with_stalled["complete"] == subscribers and with_stalled["p99"] <= 2 * alone["p99"]
+        )
+        if not with_stalled["stalled_cut"] and not harmless:
+            failures.append(f"round {index}: the stalled reader was neither cut nor harmless")
+    return failures
+
+
+# --- memory of full replays, and noticing a client that left ---
+
+REPLAY_ENTRIES = 10_000
+MIB = 1 << 20
+
+
+def rss() -> int:
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmRSS:"))
+    return int(line.split()[1]) * 1024
+
+
+def replayer(port: int, token: str, count: int, last: int, control: Connection) -> None:
+    """`count` streams at after=0: connected at once, read to `last` on "read", closed on
+    "close"."""
+    request = (
+        f"GET /api/trace/stream?after=0 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"x-bundle-session: {token}\r\n\r\n"
+    ).encode("ascii")
+    socks = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(request)
+        socks.append(sock)
+    control.send("connected")
+    assert control.recv() == "read"
+    marker = b'"sequence":%d,' % last
+    tails = {sock: b"" for sock in socks}
+    with selectors.DefaultSelector() as selector:
+        for sock in socks:
+            sock.setblocking(False)
+            selector.register(sock, selectors.EVENT_READ)
+        deadline = time.monotonic() + 120
+        while tails and time.monotonic() < deadline:
+            for key, _ in selector.select(1.0):
+                sock = key.fileobj  # type: ignore[assignment]
+                data = sock.recv(READ_SIZE)
+                tail = tails[sock][-64:] + data
+                if marker in tail or not data:
+                    del tails[sock]
+                    selector.unregister(sock)
+                else:
+                    tails[sock] = tail
+    control.send(len(tails))
+    assert control.recv() == "close"
+    for sock in socks:
+        sock.close()
+    control.send("closed")
+
+
+def memory_phase() -> dict[str, int]:
+    from bundle_server._dev_server import start_dev_server
+
+    spawn = mp.get_context("spawn")
+    filler = "x" * 400
+    with tempfile.TemporaryDirectory() as root, start_dev_server(root) as server:
+        for index in range(REPLAY_ENTRIES):
+            server.hub.publish(
+                "diagnostic", "bench.entry", f"entry {index}", details={"filler": filler}
+            )
+        last = server.hub.latest_sequence
+        controls, processes = [], []
+        idle = settled_rss()
+        for _ in range(SUBSCRIBER_PROCESSES):
+            parent, child = spawn.Pipe()
+            process = spawn.Process(
+                target=replayer,
+                args=(server.port, server.session_token, SOCKETS_EACH, last, child),
+                daemon=True,
+            )
+            process.start()
+            controls.append(parent)
+            processes.append(process)
+        for control in controls:
+            assert control.recv() == "connected"
+        wanted = SUBSCRIBER_PROCESSES * SOCKETS_EACH
+        deadline = time.monotonic() + 30
+        while server.hub.subscriber_count < wanted and time.monotonic() < deadline:
+            time.sleep(0.05)
+        not_reading = settled_rss()
+        for control in controls:
+            control.send("read")
+        unfinished = sum(control.recv() for control in controls)
+        if unfinished:
+            raise SystemExit(f"FAILED: {unfinished} streams did not deliver their replay")
+        reading = settled_rss()
+        for control in controls:
+            control.send("close")
+        for control in controls:
+            control.recv()
+        for process in processes:
+            process.join(5)
+        deadline = time.monotonic() + 5
+        while server.hub.subscriber_count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        closed = settled_rss(2.0)
+    return {
+        "idle": idle,
+        "not_reading": not_reading - idle,
+        "reading": reading - idle,
+        "closed": closed - idle,
+    }
+
+
+def settled_rss(seconds: float = 1.0) -> int:
+    time.sleep(seconds)
+    return rss()
+
+
+def disconnect_latency(tries: int = 20) -> list[float]:
+    """Milliseconds from a client closing an idle stream to its subscription being dropped."""
+    from bundle_server._dev_server import start_dev_server
+
+    noticed = []
+    with tempfile.TemporaryDirectory() as root, start_dev_server(root) as server:
+        for _ in range(tries):
+            sock = socket.create_connection(("127.0.0.1", server.port))
+            sock.sendall(
+                f"GET /api/trace/stream HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                f"x-bundle-session: {server.session_token}\r\n\r\n".encode()
+            )
+            sock.recv(READ_SIZE)  # the response has started: the stream is subscribed
+            before = server.hub.subscriber_count
+            began = time.monotonic()
+            sock.close()
+            while server.hub.subscriber_count >= before and time.monotonic() - began < 30:
+                time.sleep(0.0005)
+            noticed.append((time.monotonic() - began) * 1000)
+    return sorted(noticed)
 
 
 if __name__ == "__main__":

@@ -26,11 +26,13 @@ raw for the same server, against 0.56-0.64x with that client).
   output is in the replay frame: it is counted too, byte-exact.
 
 Printed per round: bytes/s of each, the ratios sse/raw and sse/pipe, and whether each was
-complete (every byte, checked by sha256) or the stream was cut as lagging. Then medians over the
-rounds where all three were exact, and the median of the per-round ratios (each round measures
-all three back to back, so it is the less noisy figure when the machine's load drifts between
-rounds). Goal (issue 5): sse/raw >= 0.7. No assertions: the machine is shared and noisy, with 2
-cores.
+complete (every byte, checked by sha256) or the stream was cut as lagging. Then medians over
+every round, and the median of the per-round ratios (each round measures all three back to
+back, so it is the less noisy figure when the machine's load drifts between rounds). The
+stream is paced by its reader, never cut for reading as fast as it can: a round where any path
+lost a byte or the stream was cut is a failure, counted and printed, and fails the bench (exit
+1); it is never dropped from the medians. Goal: sse/raw >= 0.7, 0 cuts in 20 rounds. No
+assertions on speed: the machine is shared and noisy, with 2 cores.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 SIZE = 64 * 1024 * 1024
-ROUNDS = 5
+ROUNDS = 20
 CAT = "/bin/cat"
 
 
@@ -310,6 +312,7 @@ def main() -> None:
         raws: list[float] = []
         pipes: list[float] = []
         sses: list[float] = []
+        failures: list[int] = []
         try:
             for round_ in range(1, args.rounds + 1):
                 raw_seconds, raw_digest = raw_read(path, args.size)
@@ -317,11 +320,11 @@ def main() -> None:
                 sse_seconds, sse_digest, ending = sse_read(server, args.size)
                 raw_rate, sse_rate = args.size / raw_seconds, args.size / sse_seconds
                 pipe_rate = args.size / pipe_seconds
-                exact = raw_digest == pipe_digest == sse_digest == expected
-                if exact:  # a short or cut round would overstate its rate
-                    raws.append(raw_rate)
-                    pipes.append(pipe_rate)
-                    sses.append(sse_rate)
+                raws.append(raw_rate)
+                pipes.append(pipe_rate)
+                sses.append(sse_rate)
+                if not raw_digest == pipe_digest == sse_digest == expected or ending != "end":
+                    failures.append(round_)
                 print(
                     f"round {round_}: raw {raw_rate / 1e6:6.1f} MB/s"
                     f" ({'exact' if raw_digest == expected else raw_digest})"
@@ -333,14 +336,10 @@ def main() -> None:
                 )
         finally:
             server.close()
-    if not sses:
-        print("no round delivered every byte on all three paths: no medians")
-        return
     raw_median, sse_median = statistics.median(raws), statistics.median(sses)
     pipe_median = statistics.median(pipes)
     print(
-        f"median over the {len(sses)} exact rounds of {args.rounds} ({args.size / 2**20:.0f}"
-        " MiB each): raw"
+        f"median over all {args.rounds} rounds ({args.size / 2**20:.0f} MiB each): raw"
         f" {raw_median / 1e6:.1f} MB/s, pipe {pipe_median / 1e6:.1f} MB/s,"
         f" sse {sse_median / 1e6:.1f} MB/s; sse/raw {sse_median / raw_median:.2f} (goal >= 0.7),"
         f" per-round {statistics.median(s / r for s, r in zip(sses, raws, strict=True)):.2f};"
@@ -348,6 +347,10 @@ def main() -> None:
         f" sse/pipe {sse_median / pipe_median:.2f},"
         f" per-round {statistics.median(s / p for s, p in zip(sses, pipes, strict=True)):.2f}"
     )
+    print(f"rounds short or cut: {len(failures)} of {args.rounds} (goal 0)")
+    if failures:
+        print(f"FAILED: rounds {', '.join(map(str, failures))} lost bytes or were cut")
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -450,7 +450,7 @@ def test_fifty_concurrent_creates_give_exactly_the_cap(
     assert manager.active_count() == ACTIVE_MAX
 
 
-def test_a_slow_subscriber_is_cut_and_others_are_not_slowed(
+def test_a_stalled_subscriber_is_cut_and_the_others_read_on(
     make: Callable[..., SessionManager],
 ) -> None:
     size = 8 << 20
@@ -465,6 +465,45 @@ def test_a_slow_subscriber_is_cut_and_others_are_not_slowed(
     with pytest.raises(SubscriberLagged):
         slow.take()
     assert slow.lagged
+
+
+def test_a_lone_reader_that_stops_reading_holds_the_host_back_and_loses_nothing(
+    make: Callable[..., SessionManager],
+) -> None:
+    # As on a terminal nobody reads: the host blocks on its write; nothing is dropped or cut.
+    size = 32 << 20
+    manager = make("raw", f"emit:{size}")
+    record = manager.create("host_a", cols=80, rows=24)
+    reader = Reader(manager, record["id"])
+    # Never taking for longer than a stall: had the PTY been read on, the 32 MiB would have
+    # been read and the host would have exited long since.
+    gevent.sleep(get_spec().limit("subscriber-stall-time")["maximum"] / 1000 + 1)
+    assert manager.get(record["id"])["state"] == "running"
+    held = manager._sessions[record["id"]].output.total
+    assert held <= 2 * get_spec().limit("session-stream-high-water")["maximum"]
+    # Reading again resumes the host where it stopped: every byte, in order, then the end.
+    reader.until_end(timeout=60)
+    assert not reader.subscription.lagged
+    assert hashlib.sha256(reader.data).digest() == hashlib.sha256(pattern(size)).digest()
+
+
+def test_a_slow_reader_that_keeps_reading_is_never_cut(
+    make: Callable[..., SessionManager],
+) -> None:
+    size = 8 << 20
+    manager = make("raw", f"emit:{size}", "sleep")
+    record = manager.create("host_a", cols=80, rows=24)
+    slow = Reader(manager, record["id"])
+    fast = Reader(manager, record["id"])
+    # The slow one takes a few times a second, far slower than the flood: it paces the
+    # host once its queue is full, and gets every byte; so does the fast one.
+    while len(slow.data) < size or len(fast.data) < size:
+        fast.pump(0.01)
+        if time.monotonic() % 0.25 < 0.02:
+            slow.pump(0)
+    for reader in (slow, fast):
+        assert not reader.subscription.lagged
+        assert hashlib.sha256(reader.data).digest() == hashlib.sha256(pattern(size)).digest()
 
 
 def test_input_to_a_child_that_stopped_reading_never_blocks_the_hub(

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from bundle_contract._spec import get_spec
-from bundle_server.sessions.pty._output import Chunk, Frame, OutputLog
+from bundle_server._streams.sequenced import SubscriberLagged
+from bundle_server.sessions.pty._output import Chunk, Frame, OutputLog, OutputSubscription
 from bundle_server.sessions.pty._process import READ_SIZE
 from bundle_server.sessions.pty._session import COALESCE_BYTES
 
@@ -90,3 +92,72 @@ def test_a_live_output_event_is_never_larger_than_the_replay() -> None:
     # COALESCE_BYTES, and one read brings at most READ_SIZE.
     largest = COALESCE_BYTES - 1 + READ_SIZE
     assert largest <= get_spec().limit("retained-output")["maximum"]
+
+
+def paced(subscribers: int) -> tuple[OutputLog, list[OutputSubscription]]:
+    """A log with a 100-byte high water, 400-byte queues and a 2 s stall, and subscribers."""
+    ring = OutputLog(
+        1024, queue_capacity=1024, lock=threading.Lock(), queue_bytes=400, high_water=100, stall=2
+    )
+    return ring, [ring.subscribe({}, None) for _ in range(subscribers)]
+
+
+def test_with_no_reader_or_one_reader_not_behind_the_pty_is_read_on() -> None:
+    ring, _ = paced(0)
+    ring.append(Frame.output(b"x" * 1000))
+    assert ring.hold(time.monotonic()) is None
+    ring, (_behind, keeping_up) = paced(2)
+    ring.append(Frame.output(b"x" * 150))
+    keeping_up.take()
+    assert ring.hold(time.monotonic()) is None
+    assert not ring.paused
+
+
+def test_when_every_reader_is_behind_the_pty_is_held_until_one_takes() -> None:
+    ring, (one, other) = paced(2)
+    resumed: list[bool] = []
+    ring.resume = lambda: resumed.append(True)
+    ring.append(Frame.output(b"x" * 150))
+    assert ring.hold(time.monotonic()) == 2  # ask again at the latest after a stall's time
+    assert ring.paused and not resumed
+    assert [f.data for f in other.take()] == [b"x" * 150]
+    assert resumed == [True] and not ring.paused
+    assert ring.hold(time.monotonic()) is None
+    assert not one.lagged and not other.lagged  # nobody is cut for being slow
+
+
+def test_a_full_reader_that_still_makes_progress_holds_the_pty_and_is_not_cut() -> None:
+    ring, (slow, fast) = paced(2)
+    ring.append(Frame.output(b"x" * 400))
+    fast.take()
+    slow.progressed()  # it wrote a piece of its last batch just now
+    wait = ring.hold(slow.progress_at + 1.5)
+    assert wait == pytest.approx(0.5)
+    assert not slow.lagged
+
+
+def test_a_full_reader_without_progress_for_the_stall_time_is_cut_and_the_pty_read_on() -> None:
+    ring, (stalled, fast) = paced(2)
+    ring.append(Frame.output(b"x" * 400))
+    fast.take()
+    assert ring.hold(stalled.progress_at + 2.01) is None
+    with pytest.raises(SubscriberLagged):
+        stalled.take()
+    ring.append(Frame.output(b"more"))
+    assert [f.data for f in fast.take()] == [b"more"]
+
+
+def test_a_lone_stalled_reader_holds_the_pty_but_is_never_cut_for_it() -> None:
+    # Nobody else reads: a terminal nobody reads simply stops the program.
+    ring, (alone,) = paced(1)
+    ring.append(Frame.output(b"x" * 150))
+    assert ring.hold(time.monotonic() + 60) is not None
+    assert not alone.lagged
+
+
+def test_a_queue_never_grows_past_twice_its_bound_even_if_appended_regardless() -> None:
+    ring, (stalled,) = paced(1)
+    for _ in range(10):
+        ring.append(Frame.output(b"x" * 100))  # the reader would have held off long before
+    with pytest.raises(SubscriberLagged):
+        stalled.take()

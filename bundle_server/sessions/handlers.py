@@ -26,6 +26,7 @@ from werkzeug.wrappers import Response
 from bundle_contract._generated.errors import SessionServiceUnavailable
 from bundle_contract._spec import get_spec
 from bundle_server._http.routing import Call, Reply, handler
+from bundle_server._streams.hangup import hangup_of
 from bundle_server._streams.ndjson import GreenWaker
 from bundle_server.sessions.pty import SessionManager, utf8
 from bundle_server.sessions.sse import session_stream
@@ -87,7 +88,9 @@ def stream_session(call: Call) -> Response:
     # `ServerState.keepalive` is the NDJSON streams' test seam; it shortens this interval too
     # (never lengthens it) until the state carries a seam of the session stream's own.
     keepalive = min(session_keepalive(), call.state.keepalive)
-    return session_stream(replay, subscription, waker, keepalive=keepalive)
+    return session_stream(
+        replay, subscription, waker, keepalive=keepalive, hangup=hangup_of(call.request.environ)
+    )
 
 
 @handler("sessions.input")

@@ -9,12 +9,19 @@ Theory of operation:
 - `subscribe(record, wake)` copies the ring and registers the subscriber under the session's
   lock, the same lock under which `append` adds a chunk: every later chunk reaches the
   subscriber and none of them is also in its replay (no gap, no overlap).
-- Each subscriber has a bounded queue: at most `subscriber-queue` frames and
-  `subscriber-queue-bytes` bytes of output (frames vary in size, so a count alone would not
-  bound memory). One that falls that far behind is cut (`SubscriberLagged` on its next
-  `take`) and forgotten: the reader never waits for a subscriber, so neither the child nor
-  the other readers slow down. The `end` frame is always queued, past the bound, so a reader
-  that keeps up always sees it.
+- Each subscriber has a queue, and the reader is paced by its readers as a terminal paces a
+  program: a slow screen slows the program, it never loses output. A subscriber with at least
+  `session-stream-high-water` bytes queued is behind; while every subscriber is behind, the
+  reader stops reading the PTY (`hold`), the child blocks on its next write, and the reader
+  resumes as soon as one of them takes its queue. So a client reading as fast as it can is
+  never cut, and the output moves at the pace of the fastest reader.
+- A subscriber that falls further behind while others read reaches its bound
+  (`subscriber-queue` frames or `subscriber-queue-bytes` bytes; frames vary in size, so a
+  count alone would not bound memory). It then holds the reader too, for as long as it still
+  makes progress (a take, or a write of its stream: `progressed`); one that made none for
+  `subscriber-stall-time` is cut (`SubscriberLagged` on its next `take`) and forgotten, and the
+  others go on. Memory stays bounded either way. The `end` frame is always queued, past the
+  bound, so a reader that keeps up always sees it.
 - An `output` frame carries its bytes and their base64 text, made once by the reader while it
   reads (`Chunk`), not by each subscriber: a flood costs one encoding however many streams
   watch it, and the encoding of each PTY read overlaps the kernel's refill of the next one
@@ -30,6 +37,7 @@ Theory of operation:
 from __future__ import annotations
 
 import threading
+import time
 from binascii import b2a_base64
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -118,20 +126,39 @@ class OutputSubscription:
         self._wake = wake or _no_wake
         self.lagged = False
         self.done = False  # the end frame was taken
+        self.progress_at = time.monotonic()  # the last take or stream write
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._bytes
+
+    @property
+    def full(self) -> bool:
+        return len(self._frames) >= self._capacity or self._bytes >= self._byte_capacity
 
     def _offer(self, frame: Frame) -> bool:
-        # Under the log's lock.
-        too_many = len(self._frames) >= self._capacity
-        too_big = self._bytes + len(frame.data) > self._byte_capacity
-        if frame.event != "end" and (too_many or too_big):
-            self.lagged = True
-            self._wake()
+        # Under the log's lock. The reader holds off while a queue is full (`OutputLog.hold`),
+        # so a queue passes its bound by at most one read; twice the bound means something
+        # appended regardless (the last drain of an ended child), and the bound still holds.
+        runaway = (
+            len(self._frames) >= 2 * self._capacity
+            or self._bytes + len(frame.data) > 2 * self._byte_capacity
+        )
+        if frame.event != "end" and runaway:
+            self._cut()
             return False
         self._frames.append(frame)
         self._bytes += len(frame.data)
         if len(self._frames) == 1:
             self._wake()
         return True
+
+    def _cut(self) -> None:
+        # Under the log's lock: its frames go now, its stream learns at its next take.
+        self.lagged = True
+        self._frames.clear()
+        self._bytes = 0
+        self._wake()
 
     def take(self) -> list[Frame]:
         """Frames since the last call ([] when none; [] forever after `end` was taken).
@@ -142,11 +169,19 @@ class OutputSubscription:
             if self.lagged:
                 raise SubscriberLagged("session stream subscriber fell too far behind")
             batch = list(self._frames)
+            if not batch:
+                return batch
             self._frames.clear()
             self._bytes = 0
-            if batch and batch[-1].event == "end":
+            self.progress_at = time.monotonic()
+            if batch[-1].event == "end":
                 self.done = True
+            self._log._resume()
             return batch
+
+    def progressed(self) -> None:
+        """The stream wrote part of what it took: it is slow, not stalled."""
+        self.progress_at = time.monotonic()
 
     def cancel(self) -> None:
         self._log._unsubscribe(self)
@@ -161,6 +196,9 @@ class OutputLog:
         queue_capacity: int,
         lock: threading.Lock,
         queue_bytes: int | None = None,
+        *,
+        high_water: int | None = None,
+        stall: float | None = None,
     ) -> None:
         self.capacity = capacity
         self.queue_capacity = queue_capacity
@@ -169,7 +207,18 @@ class OutputLog:
             if queue_bytes is not None
             else get_spec().limit("subscriber-queue-bytes")["maximum"]
         )
+        spec = get_spec()
+        self.high_water: int = (
+            spec.limit("session-stream-high-water")["maximum"] if high_water is None else high_water
+        )
+        self.stall: float = (
+            spec.limit("subscriber-stall-time")["maximum"] / 1000 if stall is None else stall
+        )
         self.lock = lock
+        # Set by the reader while it holds off; `_resume` then tells it (any thread: an async
+        # watcher's send in the engine).
+        self.paused = False
+        self.resume: Callable[[], None] = _no_wake
         self._chunks: deque[bytes] = deque()
         self._size = 0
         self.total = 0  # every byte ever appended, retained or not
@@ -221,6 +270,34 @@ class OutputLog:
             self._subscribers.append(subscription)
         return subscription
 
+    def hold(self, now: float) -> float | None:
+        """Whether the reader must hold off reading: None to read on, else the seconds after
+        which to ask again (sooner if `resume` is called). Cuts the subscribers that are full
+        and made no progress for `stall` seconds. O(subscribers): a session has a few."""
+        wait: float | None = None
+        all_behind = True
+        for subscription in list(self._subscribers):
+            if subscription.full:
+                idle = now - subscription.progress_at
+                if idle >= self.stall:
+                    subscription._cut()
+                    self._subscribers.remove(subscription)
+                    continue
+                wait = min(wait, self.stall - idle) if wait is not None else self.stall - idle
+            if subscription.queued_bytes < self.high_water:
+                all_behind = False
+        if wait is None and (all_behind and self._subscribers):
+            # Everyone is behind but nobody is full: only a take can change that.
+            wait = self.stall
+        self.paused = wait is not None
+        return wait
+
+    def _resume(self) -> None:
+        # Under the lock.
+        if self.paused:
+            self.paused = False
+            self.resume()
+
     def _broadcast(self, frame: Frame) -> None:
         self._subscribers = [s for s in self._subscribers if s._offer(frame)]
 
@@ -228,3 +305,4 @@ class OutputLog:
         with self.lock:
             if subscription in self._subscribers:
                 self._subscribers.remove(subscription)
+                self._resume()

@@ -110,6 +110,10 @@ class SessionReplay:
     output: bytes
 
 
+def _ignore() -> None:
+    pass
+
+
 def others_ready(loop: Any) -> bool:
     """Whether other work of this hub waits to run now: watchers this loop iteration found
     ready and not yet served, or greenlets scheduled to run."""
@@ -285,6 +289,12 @@ class Session:
         loop = hub.loop
         # One watcher for the session's life: `wait_read` would make a new one per wait.
         readable = loop.io(self.child.fd, 1)
+        # A take that brings a held-off reader back may come from any thread: an async send.
+        flow = gevent.event.Event()
+        resume = loop.async_()
+        resume.start(flow.set)
+        with self.lock:
+            self.output.resume = resume.send
         self._engine.readers += 1
         try:
             while True:
@@ -309,11 +319,24 @@ class Session:
                 frame = chunk.frame()
                 with self.lock:
                     self.output.append(frame)
+                    wait = self.output.hold(time.monotonic())
+                # Every reader is behind (or one is full and not yet stalled out): stop reading,
+                # so the child blocks on its next write, as on a terminal that cannot keep up.
+                while wait is not None:
+                    flow.wait(wait)
+                    flow.clear()
+                    with self.lock:
+                        wait = self.output.hold(time.monotonic())
                 # Back through the loop's poll, not just its run queue (`sleep(0)`): requests,
                 # other sessions and the streams get their turn before the next chunk.
                 hub.wait(readable)
         finally:
             readable.close()
+            with self.lock:
+                self.output.resume = _ignore
+                self.output.paused = False
+            resume.stop()
+            resume.close()
             self._engine.readers -= 1
             if self._poke is not None:
                 self._poke.set()
