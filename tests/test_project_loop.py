@@ -489,6 +489,19 @@ def test_a_bundle_directory_that_is_a_symlink_refuses_the_start(tmp_path: Path) 
     assert sorted(p.name for p in elsewhere.iterdir()) == ["server.lock"]
 
 
+def test_a_bundle_directory_of_another_user_refuses_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = write_project(tmp_path / "p")
+    (root / ".bundle").mkdir()
+    owner = os.lstat(root / ".bundle").st_uid
+    # Seen from another user (no second account needed): the directory is not theirs.
+    monkeypatch.setattr(os, "getuid", lambda: owner + 1)
+    with pytest.raises(OSError, match=f"belongs to uid {owner}, not to this user"):
+        start_dev_server(root)
+    assert list((root / ".bundle").iterdir()) == []
+
+
 def test_a_build_reply_naming_paths_outside_the_epochs_is_not_trusted(tmp_path: Path) -> None:
     from bundle_server.project.hub import ProjectHub
     from bundle_server.project.manager import ProjectLoop

@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 from pathlib import Path
 
 from bundle_contract._generated.errors import ProjectAlreadyServed
@@ -35,10 +36,7 @@ class ServerLock:
         """Take the project's lock or raise ProjectAlreadyServed."""
         row = get_spec().file(LOCK_FILE)
         path = project_root / row["path"]
-        if path.parent.is_symlink():
-            # A repository can ship `.bundle` as a link; the server writes nothing through it.
-            raise OSError(f"{path.parent} is a symbolic link; refusing to write through it")
-        path.parent.mkdir(mode=int(row["dir_mode"], 8), parents=True, exist_ok=True)
+        private_directory(path.parent, int(row["dir_mode"], 8))
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
         fd = os.open(path, flags, int(row["mode"], 8))
         try:
@@ -72,6 +70,29 @@ class ServerLock:
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
         os.close(fd)  # releases the flock
+
+
+def private_directory(path: Path, mode: int) -> None:
+    """Make `path` (with `mode`), or accept it only as a real directory of this user.
+
+    A cloned repository can ship `.bundle` as a link to elsewhere, or a shared checkout can
+    hold one made by another user: the server would write its receipt token there, chmod it
+    and delete files in it. Both are refused before anything is written.
+    """
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        path.mkdir(mode=mode, parents=True)
+        info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise OSError(f"{path} is a symbolic link; refusing to write through it")
+    if not stat.S_ISDIR(info.st_mode):
+        raise OSError(f"{path} is not a directory")
+    if info.st_uid != os.getuid():
+        raise OSError(
+            f"{path} belongs to uid {info.st_uid}, not to this user (uid {os.getuid()}); "
+            "refusing to write into it"
+        )
 
 
 def _holder(fd: int) -> str:
