@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench generate clean
+.PHONY: run test lint typecheck unit bench generate vendor browser clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,10 +12,23 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The Workbench's browser libraries, pinned in vendor.toml and checked by sha256.
+VENDOR := bundle_server/workbench/vendor/.pins
+$(VENDOR): bundle_server/workbench/vendor.toml | $(STAMP)
+	$(BIN)/python -m bundle_server.workbench.vendor
+vendor: $(VENDOR)
+
+# Debian's Chromium for the browser tests (Playwright drives it; it never downloads its own).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+	  chromium fonts-dejavu-core >/dev/null; }
+
 # The development server on the bundled example project; Ctrl-C stops it.
 PROJECT ?= examples/safe-shell
 PORT ?= 0
-run: $(STAMP)
+run: $(STAMP) $(VENDOR)
 	$(BIN)/bundle-server $(PROJECT) --port $(PORT)
 
 test: lint typecheck unit
@@ -27,7 +40,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) $(VENDOR) browser
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

@@ -20,6 +20,13 @@ from bundle_contract._spec import SCHEMA_BASE, Spec, get_spec, plain
 
 COMPONENTS = "#/components/schemas/"
 MEDIA = {"json": "application/json", "sse": "text/event-stream", "ndjson": "application/x-ndjson"}
+# What an `asset` route serves, by file suffix (the Workbench's scripts, styles and licenses).
+ASSET_MEDIA = {
+    ".js": "text/javascript",
+    ".mjs": "text/javascript",
+    ".css": "text/css",
+    ".txt": "text/plain",
+}
 
 
 def component_ref(ref: str, resource: str) -> str:
@@ -75,6 +82,8 @@ def _body(response: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _responses(spec: Spec, route: Mapping[str, Any]) -> dict[str, Any]:
+    if route["transport"] == "asset":
+        return _asset_responses(spec, route)
     media = "text/html" if route["transport"] == "html" else MEDIA[route["transport"]]
     responses: dict[str, Any] = {}
     for status, response in route["responses"].items():
@@ -87,6 +96,17 @@ def _responses(spec: Spec, route: Mapping[str, Any]) -> dict[str, Any]:
         if "events" in response:
             entry["x-sse-events"] = {name: _ref(ref) for name, ref in response["events"].items()}
         responses[status] = entry
+    return responses | _error_responses(spec, route)
+
+
+def _asset_responses(spec: Spec, route: Mapping[str, Any]) -> dict[str, Any]:
+    text = {"schema": {"type": "string"}}
+    ok = {"description": "the file", "content": {media: text for media in ASSET_MEDIA.values()}}
+    return {"200": ok} | _error_responses(spec, route)
+
+
+def _error_responses(spec: Spec, route: Mapping[str, Any]) -> dict[str, Any]:
+    responses: dict[str, Any] = {}
     by_status: dict[int, list[str]] = defaultdict(list)
     for code in effective_errors(spec, route):
         error = ERRORS[code]

@@ -14,6 +14,7 @@ Each argument is one action, run in order:
   trail:N             fork a child that calls setsid, prints "trail 0" .. "trail N-1" 20 ms
                       apart (holding the PTY open meanwhile), then exits; returns at once
   emit:N              write N bytes of `pattern(N)` to the terminal
+  yes                 write "y" lines until a signal ends the process, as yes(1) does
   split               write a UTF-8 euro sign split in two writes 0.2 s apart, then CRLF
   winsize             print "size <rows> <cols>" now and on every SIGWINCH
   echo                copy input to output until ^D (or EOF)
@@ -120,6 +121,10 @@ def main(actions: list[str]) -> int:
             fork_trail(int(arg))
         elif name == "emit":
             write_all(pattern(int(arg)))
+        elif name == "yes":
+            block = b"y\r\n" * 2730
+            while True:
+                write_all(block)
         elif name == "split":
             os.write(1, "€".encode()[:1])
             time.sleep(0.2)

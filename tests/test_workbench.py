@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import re
 from collections.abc import Iterator
 from http.cookies import SimpleCookie
+from pathlib import Path
 
 import pytest
 from _live import TOKEN, Server, serve
 
+import bundle_server.workbench
 from bundle_server.trace.hub import TraceHub
 
 
@@ -63,16 +63,81 @@ def test_the_cookie_authorizes_the_api(live: Server) -> None:
         assert (response.status, response.code()) == (401, "BX2001")
 
 
-@pytest.mark.parametrize("path", ["/", "/trace?correlation=inv_1"])
-def test_the_page_is_served_with_a_hash_pinned_policy(live: Server, path: str) -> None:
+STATIC = Path(bundle_server.workbench.__file__).parent / "static"
+
+
+@pytest.mark.parametrize(
+    "path", ["/", "/sessions", "/trace", "/trace?correlation=inv_1", "/logs", "/project"]
+)
+def test_every_view_is_the_page_under_a_policy_without_inline_script(
+    live: Server, path: str
+) -> None:
     response = live.get(path, auth=False)
     assert response.status == 200
     assert response.headers["Content-Type"].startswith("text/html")
-    policy = response.headers["Content-Security-Policy"]
-    assert "frame-ancestors 'none'" in policy and "default-src 'none'" in policy
+    assert response.data == (STATIC / "index.html").read_bytes()
+    policy = dict(
+        part.strip().split(" ", 1)
+        for part in response.headers["Content-Security-Policy"].split(";")
+    )
+    assert policy["default-src"] == "'none'" and policy["frame-ancestors"] == "'none'"
+    assert policy["script-src"] == "'self'" and policy["connect-src"] == "'self'"
+    assert "unsafe-eval" not in response.headers["Content-Security-Policy"]
     html = response.data.decode()
-    (script,) = re.findall(r"<script>(.*?)</script>", html, re.DOTALL)
-    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
-    assert f"script-src 'sha256-{digest}'" in policy
-    assert "innerHTML" not in script  # text only ever goes in through textContent
+    # No inline script or style: every script and stylesheet is a file of its own.
+    assert re.findall(r"<script(?![^>]*\bsrc=)[^>]*>", html) == []
+    assert "<style" not in html and " style=" not in html
+    for asset in re.findall(r'(?:src|href)="(/assets/[^"]+)"', html):
+        assert live.get(asset, auth=False).status == 200, asset
+    assert response.headers["X-Frame-Options"] == "DENY"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in STATIC.glob("*.js")))
+def test_the_page_scripts_never_turn_text_into_markup_or_code(name: str) -> None:
+    source = (STATIC / name).read_text()
+    for sink in (
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+        "new Function",
+    ):
+        assert sink not in source, (name, sink)
+
+
+@pytest.mark.parametrize(
+    ("name", "media"),
+    [
+        ("app.js", "text/javascript"),
+        ("app.css", "text/css"),
+        ("xterm.mjs", "text/javascript"),
+        ("xterm-license.txt", "text/plain"),
+    ],
+)
+def test_assets_are_served_with_their_media_type(live: Server, name: str, media: str) -> None:
+    response = live.get(f"/assets/{name}", auth=False)
+    assert response.status == 200
+    assert response.headers["Content-Type"] == f"{media}; charset=utf-8"
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "code"),
+    [
+        ("nothing.js", 404, "BX1009"),
+        ("index.html", 404, "BX1009"),  # the page is served at its views' paths only
+        ("vendor.py", 404, "BX1009"),
+        ("App.js", 400, "BX1004"),
+        ("..%2fhandlers.py", 404, "BX1001"),  # a slash is no name: no route matches
+        (".pins", 400, "BX1004"),
+        ("%2e%2e", 400, "BX1004"),
+    ],
+)
+def test_other_asset_names_are_refused_in_the_envelope(
+    live: Server, name: str, status: int, code: str
+) -> None:
+    response = live.get(f"/assets/{name}", auth=False)
+    assert (response.status, response.code()) == (status, code)
+
     assert response.headers["X-Frame-Options"] == "DENY"

@@ -186,6 +186,13 @@ class RequestBodyTimeout(RequestError):
     http_status: ClassVar[int] = 408
 
 
+class AssetNotFound(RequestError):
+    """No Workbench asset of that name (the page's own files and its pinned libraries)."""
+
+    code: ClassVar[str] = "BX1009"
+    http_status: ClassVar[int] = 404
+
+
 class SessionRequired(RequestError):
     """Missing, wrong or malformed foreground session cookie or x-bundle-session value."""
 
@@ -541,6 +548,7 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX1006": HeadersTooLarge,
     "BX1007": RequestLineTooLong,
     "BX1008": RequestBodyTimeout,
+    "BX1009": AssetNotFound,
     "BX2001": SessionRequired,
     "BX2002": HostNotAllowed,
     "BX2003": OriginNotAllowed,
@@ -588,6 +596,7 @@ ERRORS: dict[str, type[ContractError]] = {
 __all__ = [
     "ERRORS",
     "ArtifactFileUnusable",
+    "AssetNotFound",
     "BindingClosed",
     "BuildFailed",
     "ConfigFileMissing",

@@ -1,5 +1,5 @@
-"""The Workbench page and the session hand-over (routes `workbench.index`, `workbench.trace`),
-and the OpenAPI description the page's API is described by (`workbench.openapi`).
+"""The Workbench (a single-page application), the session hand-over, and the OpenAPI description
+the page's API is described by.
 
 Token issuance (DESIGN.md): the runner prints `http://127.0.0.1:PORT/?session=TOKEN`. A GET of
 `/` with the right token sets the session cookie (HttpOnly, SameSite=Strict, Path=/, no Domain,
@@ -7,59 +7,71 @@ named with the port so two servers on one machine keep apart) and answers 303 to
 token leaves the address bar and history; `Referrer-Policy: no-referrer` (on every response)
 keeps it out of Referer headers. A wrong token is a 401 and sets nothing.
 
-The page itself is static and holds no secret, so it is served without a session: its script
-reads the trace and logs through the guarded API with the cookie, and tells a visitor without
-one where to get it. Its Content-Security-Policy admits exactly the page's own inline script and
-style (by hash) and same-origin fetches.
+The page is static and holds no secret, so it is served without a session: its scripts use the
+guarded API with the cookie, and tell a visitor without one where to get it. Every view's path
+(`/`, `/sessions`, `/trace`, `/logs`, `/project`) answers the same page, which shows the view
+its path names. Its scripts and styles are files (`workbench.asset`: the page's own from
+`static/`, the pinned libraries from `vendor/`), so the Content-Security-Policy admits no
+inline script at all. Styles: xterm.js writes its theme and cell metrics into `<style>`
+elements it makes at run time, so `style-src-elem` admits inline style elements; with
+`default-src 'none'` (no images, fonts or connections elsewhere) injected CSS has nowhere to
+send anything.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import re
 from collections.abc import Mapping
 from functools import cache
 from importlib.resources import files
+from pathlib import PurePosixPath
 from typing import Any
 
 from werkzeug.wrappers import Response
 
-from bundle_contract._generated.errors import SessionRequired
-from bundle_contract._openapi import openapi_document
+from bundle_contract._generated.errors import AssetNotFound, SessionRequired
+from bundle_contract._openapi import ASSET_MEDIA, openapi_document
 from bundle_server._http.guard import same_secret
 from bundle_server._http.routing import Call, handler, session_cookie
 
-INLINE = re.compile(r"<(script|style)>(.*?)</\1>", re.DOTALL)
+POLICY = "; ".join(
+    [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "style-src-elem 'self' 'unsafe-inline'",
+        "connect-src 'self'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+    ]
+)
+# Where assets are looked up, in order: the page's own files, then the pinned libraries.
+ASSET_DIRECTORIES = ("static", "vendor")
 
 
 @cache
-def page() -> tuple[bytes, str]:
-    """The page's bytes and its Content-Security-Policy."""
-    html = files("bundle_server.workbench").joinpath("page/workbench.html").read_text("utf-8")
-    sources: dict[str, list[str]] = {"script": [], "style": []}
-    for kind, body in INLINE.findall(html):
-        digest = base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode()
-        sources[kind].append(f"'sha256-{digest}'")
-    policy = "; ".join(
-        [
-            "default-src 'none'",
-            f"script-src {' '.join(sources['script'])}",
-            f"style-src {' '.join(sources['style'])}",
-            "connect-src 'self'",
-            "base-uri 'none'",
-            "form-action 'none'",
-            "frame-ancestors 'none'",
-        ]
-    )
-    return html.encode("utf-8"), policy
+def page() -> bytes:
+    return files("bundle_server.workbench").joinpath("static/index.html").read_bytes()
 
 
 def page_response() -> Response:
-    body, policy = page()
-    response = Response(body, status=200, mimetype="text/html")
-    response.headers["Content-Security-Policy"] = policy
+    response = Response(page(), status=200, mimetype="text/html")
+    response.headers["Content-Security-Policy"] = POLICY
     return response
+
+
+@cache
+def asset(name: str) -> tuple[bytes, str] | None:
+    """An asset's bytes and media type; None when there is no such asset."""
+    media = ASSET_MEDIA.get(PurePosixPath(name).suffix)
+    if media is None:
+        return None
+    package = files("bundle_server.workbench")
+    for directory in ASSET_DIRECTORIES:
+        candidate = package.joinpath(directory, name)
+        if candidate.is_file():
+            return candidate.read_bytes(), media
+    return None
 
 
 def token_parameter(route: Mapping[str, Any]) -> str:
@@ -92,6 +104,33 @@ def index(call: Call) -> Response:
 def trace_page(call: Call) -> Response:
     """`/trace?correlation=<value>`: the page, which filters the trace to that value."""
     return page_response()
+
+
+@handler("workbench.sessions")
+def sessions_page(call: Call) -> Response:
+    return page_response()
+
+
+@handler("workbench.logs")
+def logs_page(call: Call) -> Response:
+    return page_response()
+
+
+@handler("workbench.project")
+def project_page(call: Call) -> Response:
+    return page_response()
+
+
+@handler("workbench.asset")
+def asset_file(call: Call) -> Response:
+    """One of the page's files, read-only; no caching across versions of the server."""
+    found = asset(call.params["name"])
+    if found is None:
+        raise AssetNotFound("no Workbench asset of that name", {"name": call.params["name"]})
+    body, media = found
+    response = Response(body, status=200, content_type=f"{media}; charset=utf-8")
+    response.headers["Cache-Control"] = "no-cache"
+    return response
 
 
 @handler("workbench.openapi")

@@ -1,0 +1,104 @@
+// The guarded API over this page's own origin, with the HttpOnly session cookie.
+
+export class ApiError extends Error {
+  constructor(status, error) {
+    super(error && error.message ? error.message : `HTTP ${status}`);
+    this.status = status;
+    this.code = error ? error.code : undefined;
+  }
+}
+
+async function decode(response) {
+  if (response.status === 204) return null;
+  const body = await response.json().catch(() => null);
+  if (!response.ok) {
+    if (response.status === 401) connection.set("signed-out");
+    throw new ApiError(response.status, body && body.error);
+  }
+  return body;
+}
+
+export async function getJSON(path) {
+  return decode(await fetch(path, { headers: { Accept: "application/json" } }));
+}
+
+export async function send(method, path, body) {
+  const init = { method, headers: { Accept: "application/json" } };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  return decode(await fetch(path, init));
+}
+
+export const postJSON = (path, body) => send("POST", path, body);
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The page's view of its connection to the server: `live`, `reconnecting`, `signed-out`.
+ * Every stream reports to it; the header shows it. */
+export const connection = {
+  state: "connecting",
+  listeners: new Set(),
+  set(state) {
+    if (this.state === state) return;
+    this.state = state;
+    for (const listener of this.listeners) listener(state);
+  },
+};
+
+/** Follow an NDJSON stream from sequence `after`, resuming where it left off after a drop (with
+ * backoff: 250 ms doubling to 5 s), until `close()`. `onFrame(frame)` gets every frame but the
+ * keep-alives; `sequenceOf(frame)` says which frames move the cursor. */
+export function follow(path, { after = 0, onFrame, sequenceOf }) {
+  let closed = false;
+  let controller = null;
+  let delay = 250;
+  async function run() {
+    while (!closed) {
+      controller = new AbortController();
+      try {
+        const response = await fetch(`${path}?after=${after}`, { signal: controller.signal });
+        if (response.status === 401) {
+          connection.set("signed-out");
+          return;
+        }
+        if (!response.ok) throw new ApiError(response.status, null);
+        connection.set("live");
+        delay = 250;
+        const reader = response.body.getReader();
+        const decoder = new TextDecoder();
+        let buffer = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += decoder.decode(value, { stream: true });
+          let end;
+          while ((end = buffer.indexOf("\n")) >= 0) {
+            const line = buffer.slice(0, end);
+            buffer = buffer.slice(end + 1);
+            if (!line) continue;
+            const frame = JSON.parse(line);
+            if (frame.type && frame.type.endsWith(".keepalive")) continue;
+            const sequence = sequenceOf(frame);
+            if (sequence !== undefined) after = sequence;
+            onFrame(frame);
+          }
+        }
+      } catch (error) {
+        if (closed) return;
+      }
+      if (closed) return;
+      connection.set("reconnecting");
+      await sleep(delay);
+      delay = Math.min(delay * 2, 5000);
+    }
+  }
+  run();
+  return {
+    close() {
+      closed = true;
+      if (controller) controller.abort();
+    },
+  };
+}

@@ -1,0 +1,323 @@
+// Sessions: the hosts that can be launched, and one terminal (xterm.js) per host session,
+// attached to its server-sent event stream: the replay first, then live output, byte-exact.
+import { ApiError, connection, getJSON, postJSON, send } from "/assets/api.js";
+import { h, replace } from "/assets/dom.js";
+import { FitAddon } from "/assets/addon-fit.mjs";
+import { Terminal } from "/assets/xterm.mjs";
+
+export const title = "Sessions";
+
+// Flow control as ttyd does it: bytes handed to xterm.js and not yet rendered are counted;
+// above HIGH the page stops reading the stream (TCP then stops the server, which stops reading
+// the PTY: the host blocks, as on a slow terminal), and reads again below LOW. So `yes` in a
+// session never buries the page under output it cannot paint.
+const HIGH = 512 * 1024;
+const LOW = 128 * 1024;
+const RESIZE_DELAY_MS = 100;
+
+export function mount(container) {
+  const hosts = h("div", { className: "hosts", "aria-label": "Hosts" });
+  const list = h("div", { className: "sessions" });
+  const error = h("p", { className: "error", role: "alert" });
+  const cards = new Map();
+  replace(
+    container,
+    h("h2", {}, "Host sessions"),
+    hosts,
+    error,
+    list,
+  );
+
+  function addCard(session) {
+    if (cards.has(session.id)) return cards.get(session.id);
+    const card = new SessionCard(session, {
+      onGone: () => cards.delete(session.id),
+      onRestarted: (next) => addCard(next).attach(),
+      onError: (message) => (error.textContent = message),
+    });
+    cards.set(session.id, card);
+    list.prepend(card.element);
+    return card;
+  }
+
+  async function create(host, prompt) {
+    error.textContent = "";
+    // The terminal is laid out first, so the session starts at the size it will be shown at.
+    const draft = new SessionCard({ id: "", host, state: "starting" }, {});
+    list.prepend(draft.element);
+    const { cols, rows } = draft.size();
+    draft.dispose();
+    try {
+      const body = { host, cols, rows };
+      if (prompt) body.prompt = prompt;
+      const { session } = await postJSON("/api/sessions", body);
+      addCard(session).attach();
+    } catch (caught) {
+      error.textContent = `Could not start ${host}: ${caught.message}`;
+    }
+  }
+
+  async function load() {
+    try {
+      const { sessions, hosts: available } = await getJSON("/api/sessions");
+      replace(hosts, available.map((host) => hostPanel(host, create)));
+      for (const session of sessions.slice().reverse()) addCard(session).attach();
+    } catch (caught) {
+      if (!(caught instanceof ApiError && caught.status === 401)) error.textContent = caught.message;
+    }
+  }
+  load();
+  return {
+    unmount() {
+      for (const card of cards.values()) card.dispose();
+      cards.clear();
+    },
+  };
+}
+
+function hostPanel(host, create) {
+  const prompt = h("input", {
+    type: "text",
+    placeholder: "prompt (optional)",
+    "aria-label": `Prompt for ${host.host}`,
+    disabled: !host.launchable,
+  });
+  const start = h(
+    "button",
+    {
+      type: "button",
+      disabled: !host.launchable,
+      onclick: () => create(host.host, prompt.value.trim()),
+    },
+    `Start ${host.host}`,
+  );
+  prompt.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && host.launchable) start.click();
+  });
+  const detail = host.launchable
+    ? h("span", { className: "muted" }, host.executable || "")
+    : h("span", { className: "error" }, host.reason || "not launchable");
+  return h("div", { className: "host", "data-host": host.host }, h("strong", {}, host.host), " ", detail, " ", prompt, " ", start);
+}
+
+class SessionCard {
+  constructor(session, { onGone, onRestarted, onError }) {
+    this.session = session;
+    this.onGone = onGone || (() => {});
+    this.onRestarted = onRestarted || (() => {});
+    this.onError = onError || (() => {});
+    this.state = h("span", { className: "state", role: "status" });
+    this.terminalBox = h("div", { className: "terminal" });
+    this.buttons = {
+      terminate: h("button", { type: "button", onclick: () => this.terminate() }, "Terminate"),
+      restart: h("button", { type: "button", onclick: () => this.restart() }, "Restart"),
+      forget: h("button", { type: "button", onclick: () => this.forget() }, "Forget"),
+    };
+    this.element = h(
+      "section",
+      { className: "session", "aria-label": `Session ${session.host} ${session.id}`, "data-session": session.id },
+      h("header", {}, h("strong", {}, session.host), h("code", {}, session.id), this.state, ...Object.values(this.buttons)),
+      this.terminalBox,
+    );
+    this.terminal = new Terminal({ convertEol: false, cursorBlink: true, scrollback: 5000, fontSize: 13 });
+    this.fit = new FitAddon();
+    this.terminal.loadAddon(this.fit);
+    this.terminal.open(this.terminalBox);
+    this.fit.fit();
+    this.pending = 0; // bytes handed to xterm.js, not yet rendered
+    this.resume = null;
+    this.input = "";
+    this.sending = false;
+    this.controller = null;
+    this.disposed = false;
+    this.render(session);
+  }
+
+  size() {
+    this.fit.fit();
+    return { cols: this.terminal.cols, rows: this.terminal.rows };
+  }
+
+  render(session) {
+    this.session = session;
+    this.element.dataset.state = session.state;
+    let text = session.state;
+    if (session.state !== "running") {
+      if (session.exitCode !== undefined) text += ` · exit ${session.exitCode}`;
+      if (session.signal) text += ` · ${session.signal}`;
+    }
+    this.state.textContent = text;
+    const running = session.state === "running";
+    this.buttons.terminate.disabled = !running;
+    this.buttons.forget.disabled = running;
+    this.buttons.restart.disabled = !session.id;
+  }
+
+  attach() {
+    const id = this.session.id;
+    this.terminal.onData((data) => this.type(data));
+    this.terminal.onResize(({ cols, rows }) => this.resized(cols, rows));
+    this.observer = new ResizeObserver(() => {
+      if (!this.disposed) this.fit.fit();
+    });
+    this.observer.observe(this.terminalBox);
+    this.stream(`/api/sessions/${id}/stream`);
+  }
+
+  async stream(path) {
+    // One attach at a time; a reconnect replays from the retained output, so the terminal is
+    // reset first and the replay paints it again.
+    this.controller = new AbortController();
+    try {
+      const response = await fetch(path, { signal: this.controller.signal });
+      if (!response.ok) {
+        this.onError(`session ${this.session.id}: HTTP ${response.status}`);
+        return;
+      }
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      let ended = false;
+      for (;;) {
+        if (this.pending > HIGH) await new Promise((resolve) => (this.resume = resolve));
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const event = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          if (event.startsWith(":")) {
+            if (event.startsWith(": lagged")) {
+              // Cut for not reading: start again from the replay.
+              this.terminal.reset();
+              return this.stream(path);
+            }
+            continue;
+          }
+          ended = this.dispatch(event) || ended;
+        }
+      }
+      if (!ended && !this.disposed && connection.state !== "signed-out") {
+        setTimeout(() => this.reattach(path), 1000);
+      }
+    } catch (caught) {
+      if (!this.disposed) setTimeout(() => this.reattach(path), 1000);
+    }
+  }
+
+  reattach(path) {
+    if (this.disposed) return;
+    this.terminal.reset();
+    this.stream(path);
+  }
+
+  dispatch(event) {
+    let name = "message";
+    let data = "";
+    for (const line of event.split("\n")) {
+      if (line.startsWith("event: ")) name = line.slice(7);
+      else if (line.startsWith("data: ")) data += line.slice(6);
+    }
+    const payload = JSON.parse(data || "{}");
+    if (name === "output") {
+      this.write(decode(payload.data));
+    } else if (name === "state" || name === "end") {
+      this.render(payload.session);
+      return name === "end";
+    }
+    return false;
+  }
+
+  write(bytes) {
+    if (!bytes.length) return;
+    this.pending += bytes.length;
+    // xterm.js decodes UTF-8 across writes itself: a character split between two frames is
+    // joined, never shown as two replacement characters.
+    this.terminal.write(bytes, () => {
+      this.pending -= bytes.length;
+      if (this.resume && this.pending < LOW) {
+        const resume = this.resume;
+        this.resume = null;
+        resume();
+      }
+    });
+  }
+
+  type(data) {
+    // Keystrokes in order: one request at a time, with whatever was typed meanwhile.
+    this.input += data;
+    if (!this.sending) this.flush();
+  }
+
+  async flush() {
+    this.sending = true;
+    while (this.input && !this.disposed) {
+      const data = this.input;
+      this.input = "";
+      try {
+        await postJSON(`/api/sessions/${this.session.id}/input`, { data });
+      } catch (caught) {
+        this.onError(`input to ${this.session.id}: ${caught.message}`);
+        this.input = "";
+      }
+    }
+    this.sending = false;
+  }
+
+  resized(cols, rows) {
+    clearTimeout(this.resizeTimer);
+    this.resizeTimer = setTimeout(() => {
+      if (this.session.state !== "running") return;
+      postJSON(`/api/sessions/${this.session.id}/resize`, { cols, rows }).catch((caught) =>
+        this.onError(`resize of ${this.session.id}: ${caught.message}`),
+      );
+    }, RESIZE_DELAY_MS);
+  }
+
+  async terminate() {
+    try {
+      await postJSON(`/api/sessions/${this.session.id}/terminate`, {});
+    } catch (caught) {
+      this.onError(caught.message);
+    }
+  }
+
+  async restart() {
+    try {
+      const { cols, rows } = this.size();
+      const { session } = await postJSON(`/api/sessions/${this.session.id}/restart`, { cols, rows });
+      this.onRestarted(session);
+    } catch (caught) {
+      this.onError(caught.message);
+    }
+  }
+
+  async forget() {
+    try {
+      await send("DELETE", `/api/sessions/${this.session.id}`);
+      this.dispose();
+      this.element.remove();
+      this.onGone();
+    } catch (caught) {
+      this.onError(caught.message);
+    }
+  }
+
+  dispose() {
+    if (this.disposed) return;
+    this.disposed = true;
+    if (this.controller) this.controller.abort();
+    if (this.observer) this.observer.disconnect();
+    if (this.resume) this.resume();
+    this.terminal.dispose();
+    if (!this.session.id) this.element.remove();
+  }
+}
+
+function decode(text) {
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let index = 0; index < binary.length; index += 1) bytes[index] = binary.charCodeAt(index);
+  return bytes;
+}

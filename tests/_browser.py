@@ -1,0 +1,140 @@
+"""The Workbench in a real browser: Debian's Chromium, driven by Playwright, against the real
+server (`python -m bundle_server` in a process of its own, on a free loopback port).
+
+`workbench_server()` serves a project whose host_a is the fake host (raw mode, prints its
+size on every SIGWINCH, echoes what it reads) and whose host_b floods like yes(1). `Browser`
+opens pages that fail their test on any console error, uncaught exception or CSP violation,
+and writes screenshots under test-artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from _projects import config, write_project
+from fake_host import host
+from playwright.sync_api import ConsoleMessage, Page, sync_playwright
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "screenshots"
+STARTUP = 30.0
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# Without the background-networking flags Chromium keeps trying hosts this machine cannot
+# reach; --no-sandbox because CI runs as root.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@dataclass
+class WorkbenchServer:
+    process: subprocess.Popen[str]
+    url: str
+    session: str
+    project: Path
+
+    @property
+    def sign_in_url(self) -> str:
+        return f"{self.url}/?session={self.session}"
+
+
+@contextmanager
+def workbench_server(root: Path) -> Iterator[WorkbenchServer]:
+    hosts = {
+        "host_a": host("raw", "ready", "winsize", "echo"),
+        "host_b": host("raw", "yes"),
+    }
+    project = write_project(root / "project", config(dev={"hosts": hosts}))
+    ready_file = root / "ready.json"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bundle_server",
+            str(project),
+            "--port",
+            "0",
+            "--ready-file",
+            str(ready_file),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + STARTUP
+        while True:
+            assert process.poll() is None, process.communicate()
+            try:
+                ready: dict[str, Any] = json.loads(ready_file.read_text(encoding="utf-8"))
+                break
+            except (FileNotFoundError, ValueError):
+                assert time.monotonic() < deadline, "the server never wrote its ready file"
+                time.sleep(0.02)
+        yield WorkbenchServer(process, ready["url"], ready["session"], project)
+    finally:
+        process.terminate()
+        try:
+            process.communicate(timeout=STARTUP)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+
+
+@dataclass
+class Problems:
+    """What a page reported that a working page never does."""
+
+    messages: list[str] = field(default_factory=list)
+
+    def console(self, message: ConsoleMessage) -> None:
+        if message.type == "error":
+            self.messages.append(f"console: {message.text}")
+
+    def page_error(self, error: Any) -> None:
+        self.messages.append(f"uncaught: {error}")
+
+
+class Browser:
+    def __init__(self) -> None:
+        self._playwright = sync_playwright().start()
+        self.browser = self._playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS
+        )
+
+    @contextmanager
+    def page(self, width: int = 1280, height: int = 800) -> Iterator[tuple[Page, Problems]]:
+        context = self.browser.new_context(viewport={"width": width, "height": height})
+        page = context.new_page()
+        problems = Problems()
+        page.on("console", problems.console)
+        page.on("pageerror", problems.page_error)
+        try:
+            yield page, problems
+        finally:
+            context.close()
+
+    def close(self) -> None:
+        self.browser.close()
+        self._playwright.stop()
+
+
+def screenshot(page: Page, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path

@@ -1,0 +1,174 @@
+"""The Workbench in headless Chromium against the real server: sign-in, host sessions in
+xterm.js (create, type, echo, resize, restart, terminate, reload), every view without a
+console error or CSP violation, and a page that stays responsive while a session floods."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+
+import pytest
+from _browser import Browser, Problems, WorkbenchServer, screenshot, workbench_server
+from playwright.sync_api import Page, expect
+
+SIZE = re.compile(r"size (\d+) (\d+)")
+VIEWS = {"sessions": "/sessions", "trace": "/trace", "logs": "/logs", "project": "/project"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkbenchServer]:
+    with workbench_server(tmp_path_factory.mktemp("workbench")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    opened = Browser()
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def page(browser: Browser, server: WorkbenchServer) -> Iterator[tuple[Page, Problems]]:
+    with browser.page() as (page, problems):
+        page.goto(server.sign_in_url)
+        yield page, problems
+        assert problems.messages == []
+        # The server allows four running sessions: each test ends the ones it started.
+        listed = page.request.get(f"{server.url}/api/sessions").json()
+        for session in listed["sessions"]:
+            if session["state"] == "running":
+                page.request.post(f"{server.url}/api/sessions/{session['id']}/terminate", data={})
+
+
+def terminal_text(page: Page, session_id: str) -> str:
+    return page.locator(f'[data-session="{session_id}"] .xterm-rows').inner_text()
+
+
+def start_session(page: Page, host: str) -> str:
+    origin = page.url.split("/", 3)
+    page.goto(f"{origin[0]}//{origin[2]}/sessions")
+    start = page.get_by_role("button", name=f"Start {host}")
+    expect(start).to_be_enabled()  # the list has loaded: the sessions already there are shown
+    cards = page.locator("section.session")
+    before = set(cards.evaluate_all("cs => cs.map(c => c.dataset.session)"))
+    start.click()
+    expect(cards).to_have_count(len(before) + 1)
+    fresh = cards.first
+    expect(fresh).to_have_attribute("data-state", "running")
+    session_id = fresh.get_attribute("data-session")
+    assert session_id and session_id not in before
+    return session_id
+
+
+def test_signing_in_through_the_printed_url_sets_the_cookie_and_strips_the_token(
+    page: tuple[Page, Problems], server: WorkbenchServer
+) -> None:
+    tab, _ = page
+    assert "session=" not in tab.url
+    (cookie,) = [c for c in tab.context.cookies() if c["name"].startswith("bundle_session_")]
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    expect(tab.locator("#connection")).to_have_text("connected")
+
+
+def test_a_session_runs_in_a_terminal_echoes_keystrokes_and_follows_resizes(
+    page: tuple[Page, Problems],
+) -> None:
+    tab, _ = page
+    session_id = start_session(tab, "host_a")
+    expect(tab.locator(f'[data-session="{session_id}"] .xterm-rows')).to_contain_text("ready")
+    tab.locator(f'[data-session="{session_id}"] .xterm-helper-textarea').focus()
+    tab.keyboard.type("hello workbench")
+    expect(tab.locator(f'[data-session="{session_id}"] .xterm-rows')).to_contain_text(
+        "hello workbench"
+    )
+    # The child sees the terminal's size when the element changes size.
+    rows = tab.locator(f'[data-session="{session_id}"] .xterm-rows')
+    expect(rows).to_contain_text("size ")
+    first = SIZE.findall(rows.inner_text())[0]
+    tab.set_viewport_size({"width": 900, "height": 800})
+    deadline = time.monotonic() + 10
+    while SIZE.findall(rows.inner_text())[-1] == first:
+        assert time.monotonic() < deadline, rows.inner_text()
+        tab.wait_for_timeout(50)
+    _, cols_now = SIZE.findall(rows.inner_text())[-1]
+    assert int(cols_now) < int(first[1])
+    screenshot(tab, "sessions")
+
+
+def test_a_reload_reattaches_and_replays(page: tuple[Page, Problems]) -> None:
+    tab, _ = page
+    session_id = start_session(tab, "host_a")
+    rows = tab.locator(f'[data-session="{session_id}"] .xterm-rows')
+    expect(rows).to_contain_text("ready")
+    tab.locator(f'[data-session="{session_id}"] .xterm-helper-textarea').focus()
+    tab.keyboard.type("before reload")
+    expect(rows).to_contain_text("before reload")
+    tab.reload()
+    expect(tab.locator(f'[data-session="{session_id}"] .xterm-rows')).to_contain_text(
+        "before reload"
+    )
+
+
+def test_restart_and_terminate(page: tuple[Page, Problems]) -> None:
+    tab, _ = page
+    session_id = start_session(tab, "host_a")
+    card = tab.locator(f'[data-session="{session_id}"]')
+    card.get_by_role("button", name="Restart").click()
+    fresh = tab.locator("section.session").first
+    expect(fresh).not_to_have_attribute("data-session", session_id)
+    expect(fresh).to_have_attribute("data-state", "running")
+    expect(card).to_have_attribute("data-state", "terminated")
+    fresh.get_by_role("button", name="Terminate").click()
+    expect(fresh).to_have_attribute("data-state", "terminated")
+    fresh_id = fresh.get_attribute("data-session")
+    fresh.get_by_role("button", name="Forget").click()
+    expect(tab.locator(f'[data-session="{fresh_id}"]')).to_have_count(0)
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_every_view_loads_without_errors(
+    page: tuple[Page, Problems], server: WorkbenchServer, view: str
+) -> None:
+    tab, problems = page
+    tab.goto(server.url + VIEWS[view])
+    expect(tab.locator(f'header nav a[href="{VIEWS[view]}"]')).to_have_attribute(
+        "aria-current", "page"
+    )
+    expect(tab.locator("#connection")).to_have_text("connected")
+    tab.wait_for_timeout(300)  # late console errors (a module that failed to load, CSP)
+    assert problems.messages == []
+    screenshot(tab, view)
+
+
+def test_the_page_stays_responsive_while_a_session_floods(
+    page: tuple[Page, Problems],
+) -> None:
+    tab, _ = page
+    session_id = start_session(tab, "host_b")
+    expect(tab.locator(f'[data-session="{session_id}"] .xterm-rows')).to_contain_text("y")
+    # For 10 s of `yes`, the page's own event loop is sampled: how late a 50 ms timer fires
+    # says how long the page was unable to handle input.
+    lateness = tab.evaluate(
+        """async () => {
+            const late = [];
+            const until = performance.now() + 10000;
+            while (performance.now() < until) {
+                const asked = performance.now();
+                await new Promise(r => setTimeout(r, 50));
+                late.push(performance.now() - asked - 50);
+            }
+            late.sort((a, b) => a - b);
+            return {p50: late[Math.floor(late.length / 2)],
+                    p99: late[Math.floor(late.length * 0.99)], max: late[late.length - 1]};
+        }"""
+    )
+    print(f"\nevent-loop lateness during a flood (ms): {lateness}")
+    assert lateness["max"] < 1000, lateness
+    tab.locator(f'[data-session="{session_id}"]').get_by_role("button", name="Terminate").click()
+    expect(tab.locator(f'[data-session="{session_id}"]')).to_have_attribute(
+        "data-state", "terminated"
+    )
