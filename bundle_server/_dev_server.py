@@ -27,6 +27,7 @@ socket or file is left behind. `close()` undoes everything, in reverse, and is i
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import threading
 import webbrowser
@@ -155,6 +156,7 @@ class DevServer:
         self._app: BundleApp | None = None
         self._endpoint_written = False
         self._closed = False
+        self._froze_heap = False
         self._lock = threading.Lock()
         try:
             self._start(header_timeout, opener or webbrowser.open)
@@ -219,6 +221,8 @@ class DevServer:
             "diagnostic", "server.started", f"development server listening on {self.url}"
         )
         self.project.start()
+        freeze_heap()
+        self._froze_heap = True
         if self.options["open"]:
             # webbrowser.open answers False when no browser can be run (a headless machine).
             self.browser_opened = opener(self.workbench_url) is not False
@@ -304,6 +308,8 @@ class DevServer:
             finally:
                 if self._bridge is not None:
                     self._bridge.detach()
+                if self._froze_heap:
+                    thaw_heap()
                 # Last: until everything above is stopped, the project is still ours.
                 if self._lock_file is not None:
                     self._lock_file.close()
@@ -317,6 +323,35 @@ class DevServer:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "running"
         return f"<DevServer {self.url} {state} {self.project_root}>"
+
+
+_frozen = 0
+_frozen_lock = threading.Lock()
+
+
+def freeze_heap() -> None:
+    """Keep what exists now (the spec, schemas and validators, the app, the hubs) out of the
+    cyclic garbage collector's full collections until the last server closes (`thaw_heap`).
+
+    Each full collection walked all of it, ~60,000 objects: 17-23 ms with the server thread
+    stopped, every 2-3 s under load, the slowest requests of bench_trace_requests. Frozen,
+    a full collection walks only what was created since (under 2 ms). Young garbage of the
+    startup is collected first; the freeze and its count are process-wide.
+    """
+    global _frozen
+    with _frozen_lock:
+        gc.collect(1)
+        gc.freeze()
+        _frozen += 1
+
+
+def thaw_heap() -> None:
+    """Undo one `freeze_heap`; the last one gives the frozen objects back to the collector."""
+    global _frozen
+    with _frozen_lock:
+        _frozen -= 1
+        if _frozen == 0:
+            gc.unfreeze()
 
 
 def start_dev_server(

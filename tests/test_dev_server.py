@@ -3,6 +3,7 @@ file, closing (also after a failed start), on a real loopback server in this pro
 
 from __future__ import annotations
 
+import gc
 import http.client
 import json
 import logging
@@ -70,6 +71,21 @@ def test_server_status_reports_the_running_server(server: DevServer, project: Pa
     # The project loop publishes meanwhile (its first build): the status is a snapshot.
     assert 1 <= status["traceSequence"] <= server.hub.latest_sequence
     assert status["logSequence"] <= server.logs.latest_sequence
+
+
+def test_the_startup_heap_is_frozen_while_a_server_runs(project: Path, tmp_path: Path) -> None:
+    # Full collections would walk the spec, schemas and app on every pass (the slowest
+    # requests under load); frozen while any server runs, given back when the last closes.
+    assert gc.get_freeze_count() == 0
+    other = tmp_path / "other"
+    other.mkdir()
+    with start_dev_server(project, header_timeout=2.0):
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with start_dev_server(other, header_timeout=2.0):
+            assert gc.get_freeze_count() >= frozen
+        assert gc.get_freeze_count() >= frozen
+    assert gc.get_freeze_count() == 0
 
 
 def test_the_workbench_url_carries_the_session(server: DevServer) -> None:

@@ -310,6 +310,57 @@ def test_a_read_body_keeps_the_connection_alive(serve: Callable[[App], LoopbackS
         connection.close()
 
 
+# --- Taking turns between connections -------------------------------------------------------
+
+
+def test_keep_alive_connections_take_turns(serve: Callable[[App], LoopbackShell]) -> None:
+    # A connection whose next request is ready when its response is sent must not keep the
+    # server: another connection's ready request is served next, not after the whole batch.
+    order: list[str] = []
+
+    def record(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        order.append(environ["PATH_INFO"])
+        if environ["PATH_INFO"] == "/a0":
+            # Blocks the server's loop: meanwhile /b arrives and /a1.. wait in our buffer.
+            time.sleep(0.1)
+        start_response("200 OK", [("Content-Length", "2")])
+        return [b"ok"]
+
+    def responses(sock: socket.socket, count: int) -> None:
+        data = b""
+        while data.count(b"\r\n\r\nok") < count:
+            chunk = sock.recv(65536)
+            assert chunk, "the server closed the connection"
+            data += chunk
+
+    shell = serve(record)
+    with connect(shell) as a, connect(shell) as b:
+        for sock in (a, b):
+            sock.sendall(head(request_line="GET /warm HTTP/1.1"))
+            responses(sock, 1)
+        order.clear()
+        a.sendall(b"".join(head(request_line=f"GET /a{i} HTTP/1.1") for i in range(20)))
+        time.sleep(0.02)
+        b.sendall(head(request_line="GET /b HTTP/1.1"))
+        responses(b, 1)
+        responses(a, 20)
+    # Without turns: /a0 .. /a19, then /b.
+    assert order.index("/b") <= 3, order
+
+
+def test_head_and_small_body_leave_in_one_write(serve: Callable[[App], LoopbackShell]) -> None:
+    shell = serve(hello)
+    with connect(shell) as sock:
+        sock.sendall(head())
+        deadline = time.monotonic() + PATIENCE
+        while not select.select([sock], [], [], 0.01)[0] and time.monotonic() < deadline:
+            pass
+        time.sleep(0.05)  # had there been a second write, it would be here by now
+        # One write, one segment: a peek at the socket sees the whole response.
+        data = sock.recv(65536, socket.MSG_PEEK)
+        assert data.startswith(b"HTTP/1.1 200 OK\r\n") and data.endswith(b"\r\n\r\nhello")
+
+
 # --- Logging --------------------------------------------------------------------------------
 
 
