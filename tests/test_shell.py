@@ -272,6 +272,47 @@ def test_a_malformed_request_line_is_a_400_envelope(
         assert_envelope(response_on(sock), 400, "BX1004")
 
 
+@pytest.mark.parametrize(
+    "line",
+    ["X-Name : value", "no colon here", " folded continuation", "X-Bad: a\rb", "X-Nul: a\x00"],
+)
+def test_a_malformed_header_line_is_a_400_envelope(
+    serve: Callable[[App], LoopbackShell], line: str
+) -> None:
+    # Not silently the end of the head (the fields after it dropped), nor a CR inside a value.
+    shell = serve(hello)
+    with connect(shell) as sock:
+        sock.sendall(head(line, "X-After: 1"))
+        assert_envelope(response_on(sock), 400, "BX1004")
+
+
+def test_header_fields_reach_the_app_as_sent(serve: Callable[[App], LoopbackShell]) -> None:
+    def fields(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        start_response("200 OK", [("Content-Type", "application/json")])
+        keys = ("HTTP_X_ONE", "HTTP_X_TWO", "HTTP_X_EMPTY", "CONTENT_TYPE", "HTTP_X_UNDER_SCORE")
+        return [json.dumps({key: environ.get(key) for key in keys}).encode()]
+
+    shell = serve(fields)
+    with connect(shell) as sock:
+        sock.sendall(
+            head(
+                "x-one:  spaced  value \t",
+                "X-Two: a",
+                "x-two: b",
+                "X-Empty:",
+                "Content-Type: application/json",
+                "X_Under_Score: dropped",
+            )
+        )
+        assert json.loads(response_on(sock).read()) == {
+            "HTTP_X_ONE": "spaced  value",
+            "HTTP_X_TWO": "a,b",
+            "HTTP_X_EMPTY": "",
+            "CONTENT_TYPE": "application/json",
+            "HTTP_X_UNDER_SCORE": None,
+        }
+
+
 # --- Connection: close without draining ----------------------------------------------------
 
 
