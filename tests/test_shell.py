@@ -7,6 +7,7 @@ process is never monkeypatched) and talks to it with plain blocking sockets.
 
 from __future__ import annotations
 
+import email.utils
 import http.client
 import json
 import select
@@ -400,6 +401,34 @@ def test_head_and_small_body_leave_in_one_write(serve: Callable[[App], LoopbackS
         # One write, one segment: a peek at the socket sees the whole response.
         data = sock.recv(65536, socket.MSG_PEEK)
         assert data.startswith(b"HTTP/1.1 200 OK\r\n") and data.endswith(b"\r\n\r\nhello")
+
+
+@pytest.mark.parametrize("value", ["a\r\nInjected: yes", "a\nb", "caf\u0113"])
+def test_a_response_header_that_would_split_the_head_is_refused(
+    serve: Callable[[App], LoopbackShell], value: str
+) -> None:
+    def split(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        start_response("200 OK", [("X-Value", value)])
+        return [b"never"]
+
+    shell = serve(split)
+    for _ in range(2):  # the second time, nothing checked once is taken on trust
+        with connect(shell) as sock:
+            sock.sendall(head())
+            response = response_on(sock)
+            assert response.status == 500
+            assert response.getheader("Injected") is None
+            assert b"never" not in response.read()
+
+
+def test_every_response_has_a_current_date(serve: Callable[[App], LoopbackShell]) -> None:
+    shell = serve(hello)
+    with connect(shell) as sock:
+        sock.sendall(head())
+        date = response_on(sock).getheader("Date")
+    assert date is not None
+    sent = email.utils.parsedate_to_datetime(date).timestamp()
+    assert abs(sent - time.time()) < 5
 
 
 # --- Logging --------------------------------------------------------------------------------

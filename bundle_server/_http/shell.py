@@ -240,6 +240,41 @@ class _RequestHeaders:
         return value
 
 
+# Response header pairs already checked and encoded, by (name, value): most responses send the
+# same few (security headers, the JSON media type). Bounded: varying values stop being added.
+_ENCODED_HEADERS: dict[tuple[str, str], tuple[bytes, bytes]] = {}
+_ENCODED_HEADERS_MAX = 512
+_date: tuple[int, bytes] = (0, b"")
+
+
+def encoded_header(pair: tuple[str, str]) -> tuple[bytes, bytes]:
+    """pywsgi's checks of a response header (native strings, no CR or LF, latin-1), encoded."""
+    known = _ENCODED_HEADERS.get(pair)
+    if known is not None:
+        return known
+    name, value = pair
+    if not isinstance(name, str) or not isinstance(value, str):
+        raise UnicodeError("header names and values must be native strings", name, value)
+    if "\r" in name or "\n" in name or "\r" in value or "\n" in value:
+        raise ValueError("carriage return or newline in a header", name)
+    try:
+        encoded = (name.encode("latin-1"), value.encode("latin-1"))
+    except UnicodeEncodeError:
+        raise UnicodeError("Non-latin1 header", repr(name), repr(value)) from None
+    if len(_ENCODED_HEADERS) < _ENCODED_HEADERS_MAX:
+        _ENCODED_HEADERS[name, value] = encoded
+    return encoded
+
+
+def http_date() -> bytes:
+    """The Date header's value for now, formatted once a second."""
+    global _date
+    now = int(time.time())
+    if _date[0] != now:
+        _date = (now, pywsgi.format_date_time(now))
+    return _date[1]
+
+
 def next_turn() -> None:
     """Let the event loop poll once before going on: whatever became ready meanwhile (other
     connections' requests) is served first. `gevent.sleep(0)` is not enough: it resumes the
@@ -256,6 +291,7 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
     _header_timer: Any = None
     _requestline_bytes = 0
     _answered = 0  # requests read on this connection so far
+    close_connection: bool  # pywsgi's
     _hangup: Hangup | None = None
 
     def __init__(self, sock: Any, address: Any, server: _Server) -> None:
@@ -382,6 +418,57 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
                 # unread, or the client did) has no next request: reading the body would only
                 # make us receive what we refused.
                 self.wsgi_input = _NO_BODY
+
+    def start_response(self, status: str, headers: Any, exc_info: Any = None) -> Any:
+        # pywsgi's, with each header pair checked and encoded once per process rather than
+        # once per response (`encoded_header`); the same checks, the same attributes set.
+        if exc_info is not None or not isinstance(status, str):
+            return super().start_response(status, headers, exc_info)
+        response_headers = [encoded_header(pair) for pair in headers]
+        if "\r" in status or "\n" in status:
+            raise ValueError("carriage return or newline in status", status)
+        code = int(status.split(" ", 1)[0])
+        self.status = status.encode("latin-1")
+        self._orig_status = status
+        self.response_headers = response_headers
+        self.code = code
+        connection = self.provided_date = self.provided_content_length = None
+        for name, value in headers:
+            name = name.lower()
+            if name == "connection":
+                connection = value
+            elif name == "date":
+                self.provided_date = value
+            elif name == "content-length":
+                self.provided_content_length = value
+        if self.request_version == "HTTP/1.0" and connection is None:
+            keep = b"close" if self.close_connection else b"keep-alive"
+            response_headers.append((b"Connection", keep))
+        elif connection == "close":
+            self.close_connection = True
+        if code in (304, 204) and self.provided_content_length not in (None, "0"):
+            raise self.ApplicationError(
+                f"Invalid Content-Length for {code} response: "
+                f"{self.provided_content_length!r} (must be absent or zero)".encode("latin-1")
+            )
+        return self.write
+
+    def finalize_headers(self) -> None:
+        if self.provided_date is None:
+            # pywsgi formats the time for every response.
+            self.response_headers.append((b"Date", http_date()))
+            self.provided_date = "now"
+        super().finalize_headers()
+
+    def _headers(self) -> Iterator[tuple[str, str]]:
+        # pywsgi formats each field as a line, then splits the lines again: the fields are at
+        # hand. Same result: names with `_` dropped, Content-Type and -Length left to WSGI's
+        # own keys, values stripped.
+        for name, value in self.headers.fields:
+            if "_" not in name:
+                key = name.replace("-", "_").upper()
+                if key != "CONTENT_TYPE" and key != "CONTENT_LENGTH":
+                    yield "HTTP_" + key, value.strip()
 
     def _write_with_headers(self, data: bytes) -> None:
         # pywsgi sends the head and then the first body chunk: two system calls and two TCP
