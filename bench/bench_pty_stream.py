@@ -190,23 +190,28 @@ def pipe_read(path: Path, size: int) -> tuple[float, str]:
 # --- the server, in its own process ---
 
 
-def serve(root: str, path: str) -> None:
+def serve(root: str, path: str, on_input: bool = False) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import bundle_server.sessions.handlers  # noqa: F401  (registers the session routes)
     from bundle_server import start_dev_server
 
-    server = start_dev_server(
-        root, host_executables={"host_a": {"executable": CAT, "args": [path]}}
+    # `on_input`: the host starts its output only once it reads a line, so a reader can be
+    # attached first and see every byte (bench_workbench_terminal.py).
+    host = (
+        {"executable": "/bin/sh", "args": ["-c", f"stty -echo; read x; exec {CAT} {path}"]}
+        if on_input
+        else {"executable": CAT, "args": [path]}
     )
+    server = start_dev_server(root, host_executables={"host_a": host})
     print(json.dumps({"port": server.port, "token": server.session_token}), flush=True)
     sys.stdin.read()  # until the parent closes our stdin
     server.close()
 
 
 class Server:
-    def __init__(self, root: str, path: Path) -> None:
+    def __init__(self, root: str, path: Path, on_input: bool = False) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--serve", root, str(path)],
+            [sys.executable, __file__, "--serve", root, str(path), *(["on-input"] * on_input)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -296,11 +301,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=SIZE)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
-    parser.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--pipe", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(*args.serve)
+        serve(args.serve[0], args.serve[1], on_input=args.serve[2:] == ["on-input"])
         return
     if args.pipe:
         pipe_serve(*args.pipe)

@@ -125,6 +125,7 @@ class SessionCard {
     this.terminal.open(this.terminalBox);
     this.fit.fit();
     this.pending = 0; // bytes handed to xterm.js, not yet rendered
+    this.rendered = 0;
     this.resume = null;
     this.input = "";
     this.sending = false;
@@ -191,6 +192,7 @@ class SessionCard {
             if (event.startsWith(": lagged")) {
               // Cut for not reading: start again from the replay.
               this.terminal.reset();
+              this.rendered = 0;
               return this.stream(path);
             }
             continue;
@@ -209,6 +211,7 @@ class SessionCard {
   reattach(path) {
     if (this.disposed) return;
     this.terminal.reset();
+    this.rendered = 0;
     this.stream(path);
   }
 
@@ -236,6 +239,10 @@ class SessionCard {
     // joined, never shown as two replacement characters.
     this.terminal.write(bytes, () => {
       this.pending -= bytes.length;
+      // What xterm.js has taken in since the last (re)attach: tests and the throughput bench
+      // read it from the page.
+      this.rendered += bytes.length;
+      this.element.dataset.renderedBytes = String(this.rendered);
       if (this.resume && this.pending < LOW) {
         const resume = this.resume;
         this.resume = null;
