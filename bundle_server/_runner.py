@@ -28,6 +28,7 @@ from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import ConfigInvalid, ProjectAlreadyServed
 from bundle_server._dev_server import start_dev_server, start_options
 from bundle_server.receipts.endpoint_file import remove_ready_file, write_ready_file
+from bundle_server.workbench.vendor import missing as missing_vendor_files
 
 log = logging.getLogger("bundle_server.runner")
 
@@ -107,6 +108,13 @@ def _serve(project_dir: str, port: int, open_browser: bool, ready_file: Path | N
     with server:
         log.info("serving %s at %s", server.project_root, server.url)
         print(f"Workbench: {server.workbench_url}", flush=True)
+        if missing_vendor_files():
+            # A source checkout before `make vendor`: the API serves, the page's terminals not.
+            print(
+                "bundle-server: the Workbench's browser libraries are missing; run `make vendor`",
+                file=sys.stderr,
+                flush=True,
+            )
         if server.browser_opened is False:
             print("bundle-server: no browser could be opened; open the URL above", flush=True)
         try:
