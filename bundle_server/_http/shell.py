@@ -275,13 +275,12 @@ def http_date() -> bytes:
     return _date[1]
 
 
-def next_turn() -> None:
+def next_turn(timer: Any) -> None:
     """Let the event loop poll once before going on: whatever became ready meanwhile (other
     connections' requests) is served first. `gevent.sleep(0)` is not enough: it resumes the
-    caller before the loop polls again."""
-    hub = gevent.get_hub()
-    with hub.loop.timer(0.0) as timer:
-        hub.wait(timer)
+    caller before the loop polls again. `timer` is a zero-second timer of this thread's loop
+    (the caller's own, kept for reuse)."""
+    gevent.get_hub().wait(timer)
 
 
 class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
@@ -289,6 +288,7 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
 
     server: _Server
     _header_timer: Any = None
+    _turn_timer: Any = None
     _requestline_bytes = 0
     _answered = 0  # requests read on this connection so far
     close_connection: bool  # pywsgi's
@@ -304,6 +304,14 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
         sock.settimeout(server.limits.io_timeout)
         super().__init__(sock, address, server)
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        finally:
+            for timer in (self._header_timer, self._turn_timer):
+                if timer is not None:
+                    timer.close()
+
     def handle_one_request(self) -> Any:
         self.server.idle.add(gevent.getcurrent())
         if self._answered:
@@ -313,14 +321,18 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
             # server for hundreds of requests while the others' requests waited unread
             # (bench_trace_requests -c8: p50 0.2 ms, p99 16-155 ms). Waiting for the loop's
             # next poll serves every connection with a ready request in turn.
-            next_turn()
+            if self._turn_timer is None:
+                self._turn_timer = gevent.get_hub().loop.timer(0.0)
+            next_turn(self._turn_timer)
         self._answered += 1
         # pywsgi has no deadline for a request's head: a client trickling header bytes (or
         # idling on keep-alive) would hold the connection forever. The timer covers the request
         # line and headers of every request on the connection; `read_request` cancels it once
-        # the head is complete, so the app itself is never under it. On expiry: close.
-        timer = gevent.Timeout(self.server.limits.timeout)
-        self._header_timer = timer
+        # the head is complete, so the app itself is never under it. On expiry: close. One
+        # timer per connection, restarted for each request (`handle` closes it).
+        timer = self._header_timer
+        if timer is None:
+            timer = self._header_timer = gevent.Timeout(self.server.limits.timeout)
         timer.start()
         try:
             result = super().handle_one_request()
@@ -333,7 +345,7 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
             log.debug("closing %s: no complete request head in time", self.client_address)
             return None
         finally:
-            timer.close()
+            timer.cancel()
             self.server.idle.discard(gevent.getcurrent())
         if isinstance(result, tuple) and result[0] == "414":
             # pywsgi's own bound on the request line (a bare, empty 414): answer with ours.
@@ -357,7 +369,7 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
         ok: bool = super().read_request(raw_requestline)
         # The head is complete: the deadline is over, and the connection is busy with a request
         # that stop() lets finish (until then it is idle, and stop() drops it at once).
-        self._header_timer.close()
+        self._header_timer.cancel()
         self.server.idle.discard(gevent.getcurrent())
         return ok
 
