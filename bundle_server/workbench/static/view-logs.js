@@ -1,9 +1,90 @@
-// Raw logs view (being built).
-import { h, replace } from "/assets/dom.js";
+// Raw logs: the server's log records, live (replay, then the stream), in the same virtualized
+// table as the trace. A record correlated to the trace links to `/trace?correlation=<value>`,
+// which the page follows in place (app.js's link handler).
+import { follow } from "/assets/api.js";
+import { h, replace, time } from "/assets/dom.js";
+import { VirtualTable } from "/assets/virtual-table.js";
 
 export const title = "Raw logs";
 
+// The server retains 5,000 records (log-retention); the page keeps as many, trimmed in batches.
+const KEEP = 5000;
+const SLACK = 500;
+const TRACE_LINK = /^\/trace\?correlation=[^&#]+$/;
+
+const isGap = (item) => item.type === "log.gap";
+
+function cells(item) {
+  if (isGap(item)) return ["…", "", "", `${item.droppedCount} older records are no longer kept`, ""];
+  // The server only sets trace links, but a link is made only from what DevLogRecord allows.
+  const link =
+    typeof item.href === "string" && TRACE_LINK.test(item.href)
+      ? h("a", { href: item.href, title: "Show the correlated trace entries" }, "trace")
+      : "";
+  return [item.sequence, time(item.occurredAt), item.level, item.message, link];
+}
+
 export function mount(container) {
-  replace(container, h("h2", {}, "Raw logs"));
-  return { unmount() {} };
+  const records = [];
+  const incoming = [];
+  let lastSequence = 0;
+  let frame = 0;
+  const table = new VirtualTable({
+    label: "Log records",
+    className: "logs-table",
+    columns: ["#", "time", "level", "message", "trace"],
+    cells,
+    rowClass: (item) => (isGap(item) ? "gap" : item.level === "error" ? "error" : item.level === "warn" ? "warn" : ""),
+    selectable: () => false,
+  });
+  const counts = h("span", { className: "muted counts" });
+  replace(
+    container,
+    h(
+      "div",
+      { className: "logs-view" },
+      h("div", { className: "toolbar" }, h("h2", {}, "Raw logs"), counts),
+      table.element,
+    ),
+  );
+
+  function flush() {
+    frame = 0;
+    const atEnd = table.atEnd;
+    records.push(...incoming);
+    incoming.length = 0;
+    if (records.length > KEEP + SLACK) {
+      const dropped = records.length - KEEP;
+      records.splice(0, dropped);
+      table.droppedFront(dropped);
+    }
+    table.update(records, { follow: atEnd });
+    counts.textContent = `${records.length} records`;
+  }
+
+  const stream = follow("/api/logs/stream", {
+    sequenceOf: (f) =>
+      f.type === "log.record" ? f.record.sequence : isGap(f) ? f.firstAvailableSequence - 1 : undefined,
+    onFrame(f) {
+      if (f.type === "log.record") {
+        if (f.record.sequence <= lastSequence) return; // a resumed stream may repeat the edge
+        lastSequence = f.record.sequence;
+        incoming.push(f.record);
+      } else if (isGap(f)) {
+        incoming.push(f);
+      } else {
+        return;
+      }
+      if (!frame) frame = requestAnimationFrame(flush);
+    },
+  });
+  table.update(records);
+  counts.textContent = "0 records";
+  return {
+    unmount() {
+      stream.close();
+      if (frame) cancelAnimationFrame(frame);
+      table.destroy();
+    },
+  };
 }

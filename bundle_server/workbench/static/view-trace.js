@@ -1,9 +1,278 @@
-// Trace view (being built).
-import { h, replace } from "/assets/dom.js";
+// Trace: the unified trace, live. The retained history is replayed once (GET /api/trace), then
+// the stream follows from its last sequence. Entries stay in an array; the table renders only
+// the rows in view; frames are applied once per animation frame, so a burst costs one render.
+import { follow, getJSON } from "/assets/api.js";
+import { h, replace, time } from "/assets/dom.js";
+import { showDetails } from "/assets/trace-details.js";
+import {
+  CORRELATION_KEYS,
+  SOURCES,
+  STATUSES,
+  filterQuery,
+  isEmpty,
+  matches,
+  parseFilter,
+} from "/assets/trace-filter.js";
+import { VirtualTable } from "/assets/virtual-table.js";
 
 export const title = "Trace";
 
-export function mount(container) {
-  replace(container, h("h2", {}, "Trace"));
-  return { unmount() {} };
+// The server retains 10,000 entries (trace-retention); the page keeps as many, dropping the
+// oldest in batches so a busy stream does not shift the array on every entry.
+const KEEP = 10000;
+const SLACK = 1000;
+
+const isGap = (item) => item.type === "trace.gap";
+
+function cells(item) {
+  if (isGap(item)) {
+    return ["…", "", "", "gap", "", `${item.droppedCount} older entries are no longer kept`, ""];
+  }
+  return [
+    item.sequence,
+    time(item.occurredAt),
+    item.source,
+    item.kind,
+    item.status || "",
+    item.summary,
+    item.durationMs === undefined ? "" : item.durationMs,
+  ];
+}
+
+function choice(label, name, values, anyText) {
+  return h(
+    "label",
+    {},
+    `${label} `,
+    h(
+      "select",
+      { name, "aria-label": label },
+      h("option", { value: "" }, anyText),
+      values.map((value) => h("option", { value }, value)),
+    ),
+  );
+}
+
+export function mount(container, params) {
+  let filter = parseFilter(params);
+  const all = []; // entries and gap markers in stream order
+  let admitted = 0; // how many of `all` the view shows: fewer than all.length while paused
+  let shown = []; // the admitted items that pass the filter
+  let paused = false;
+  let opened = null;
+  let order = 0;
+  let lastSequence = 0;
+  const incoming = [];
+  let frame = 0;
+  let stream = null;
+  let closed = false;
+  const kinds = new Set();
+
+  const table = new VirtualTable({
+    label: "Trace entries",
+    className: "trace-table",
+    columns: ["#", "time", "source", "kind", "status", "summary", "ms"],
+    cells,
+    rowClass: (item) => (isGap(item) ? "gap" : item.status === "error" ? "error" : ""),
+    selectable: (item) => !isGap(item),
+    onOpen: (item) => open(item),
+  });
+  const pane = h("aside", {
+    className: "trace-details",
+    "aria-labelledby": "trace-details-title",
+    hidden: true,
+  });
+  const kindList = h("datalist", { id: "trace-kinds" });
+  const kindInput = h("input", { name: "kind", type: "search", size: 16, "aria-label": "Kind" });
+  kindInput.setAttribute("list", kindList.id); // `list` is a read-only property: the attribute
+  const form = h(
+    "form",
+    { className: "toolbar", role: "search", "aria-label": "Trace filter", onsubmit: (e) => e.preventDefault() },
+    choice("Source", "source", SOURCES, "any"),
+    h("label", {}, "Kind ", kindInput),
+    kindList,
+    choice("Status", "status", STATUSES, "any"),
+    choice("Correlation key", "key", CORRELATION_KEYS, "any key"),
+    h("input", {
+      name: "correlation",
+      type: "search",
+      size: 24,
+      placeholder: "value",
+      "aria-label": "Correlation value",
+    }),
+    h("button", { type: "button", onclick: () => setFilter({}) }, "Clear filters"),
+  );
+  const pause = h("button", { type: "button", className: "pause", onclick: () => setPaused(!paused) }, "Pause");
+  const counts = h("span", { className: "muted counts" });
+  const error = h("p", { className: "error", role: "alert" });
+  const view = h(
+    "div",
+    { className: "trace-view" },
+    h("div", { className: "toolbar" }, h("h2", {}, "Trace"), pause, counts),
+    form,
+    error,
+    h("div", { className: "trace-split" }, table.element, pane),
+  );
+  replace(container, view);
+
+  function syncControls() {
+    for (const [name, value] of Object.entries(filter)) form.elements[name].value = value;
+  }
+  form.addEventListener("input", () => {
+    const next = {};
+    for (const name of Object.keys(filter)) next[name] = form.elements[name].value.trim();
+    setFilter(next, { controls: false });
+  });
+
+  /** Apply `next`, reflect it in the URL (replacing: typing is not navigation). */
+  function setFilter(next, { controls = true, push = false } = {}) {
+    filter = parseFilter(new URLSearchParams(filterQuery(next)));
+    if (controls) syncControls();
+    const url = `/trace${filterQuery(filter)}`;
+    if (url !== location.pathname + location.search) {
+      if (push) history.pushState(null, "", url);
+      else history.replaceState(null, "", url);
+    }
+    const keep = table.selectedItem;
+    shown = [];
+    for (let i = 0; i < admitted; i++) if (matches(filter, all[i])) shown.push(all[i]);
+    table.selected = -1;
+    table.update(shown, { follow: true });
+    if (keep) table.selectItem(keep);
+    view.dataset.filtered = String(!isEmpty(filter));
+    showCounts();
+  }
+
+  function setPaused(value) {
+    paused = value;
+    pause.textContent = paused ? "Resume" : "Pause";
+    view.dataset.paused = String(paused);
+    if (!paused) admit();
+    showCounts();
+  }
+
+  function showCounts() {
+    const waiting = all.length - admitted;
+    counts.textContent =
+      `${shown.length} shown of ${admitted} entries` + (paused ? ` · paused, ${waiting} new` : "");
+  }
+
+  function open(item) {
+    opened = item;
+    pane.hidden = false;
+    table.selectItem(item);
+    showDetails(pane, item, all, { onOpen: open, onClose: close });
+  }
+
+  function close() {
+    opened = null;
+    pane.hidden = true;
+    replace(pane);
+    table.element.focus();
+  }
+
+  function receive(frame_) {
+    if (frame_.type === "trace.entry") {
+      const entry = frame_.entry;
+      if (entry.sequence <= lastSequence) return; // a resumed stream may repeat the edge
+      lastSequence = entry.sequence;
+      entry.order = ++order;
+      incoming.push(entry);
+    } else if (isGap(frame_)) {
+      frame_.order = ++order;
+      incoming.push(frame_);
+    } else {
+      return;
+    }
+    if (!frame) frame = requestAnimationFrame(flush);
+  }
+
+  function flush() {
+    frame = 0;
+    if (closed || !incoming.length) return;
+    for (const item of incoming) {
+      all.push(item);
+      if (item.kind && !kinds.has(item.kind)) {
+        kinds.add(item.kind);
+        kindList.append(h("option", { value: item.kind }));
+      }
+    }
+    incoming.length = 0;
+    trim();
+    if (!paused) admit();
+    showCounts();
+  }
+
+  function admit() {
+    const atEnd = table.atEnd;
+    for (let i = admitted; i < all.length; i++) if (matches(filter, all[i])) shown.push(all[i]);
+    admitted = all.length;
+    table.update(shown, { follow: atEnd });
+  }
+
+  function trim() {
+    if (all.length <= KEEP + SLACK) return;
+    const gone = all.splice(0, all.length - KEEP);
+    admitted = Math.max(0, admitted - gone.length);
+    const last = gone[gone.length - 1].order;
+    let count = 0;
+    while (count < shown.length && shown[count].order <= last) count++;
+    shown.splice(0, count);
+    table.droppedFront(count);
+  }
+
+  // Links to a filtered trace (the detail pane's correlation values) stay in this view: the
+  // entries are already here, so only the filter changes.
+  container.addEventListener("click", onLink);
+  function onLink(event) {
+    const link = event.target.closest && event.target.closest("a[href]");
+    if (!link || event.defaultPrevented || event.button !== 0) return;
+    if (event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+    const url = new URL(link.href, location.href);
+    if (url.origin !== location.origin || url.pathname !== "/trace") return;
+    event.preventDefault();
+    setFilter(parseFilter(url.searchParams), { push: true });
+    table.element.focus();
+  }
+  view.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && opened) close();
+  });
+
+  async function start() {
+    let after = 0;
+    try {
+      const replay = await getJSON("/api/trace?after=0");
+      if (closed) return;
+      if (replay.gap) receive(replay.gap);
+      for (const entry of replay.entries) receive({ type: "trace.entry", entry });
+      after = replay.latestSequence;
+      if (frame) cancelAnimationFrame(frame);
+      flush();
+    } catch (caught) {
+      if (closed) return;
+      error.textContent = `Could not load the trace: ${caught.message}`;
+    }
+    view.dataset.ready = "true";
+    stream = follow("/api/trace/stream", {
+      after,
+      // After a gap the stream goes on from the first entry it still has.
+      sequenceOf: (f) =>
+        f.type === "trace.entry" ? f.entry.sequence : isGap(f) ? f.firstAvailableSequence - 1 : undefined,
+      onFrame: receive,
+    });
+  }
+
+  syncControls();
+  setFilter(filter, { controls: false });
+  setPaused(false);
+  start();
+  return {
+    unmount() {
+      closed = true;
+      if (stream) stream.close();
+      if (frame) cancelAnimationFrame(frame);
+      container.removeEventListener("click", onLink);
+      table.destroy();
+    },
+  };
 }
