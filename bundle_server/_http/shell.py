@@ -512,8 +512,17 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
     def log_request(self) -> None:
         # pywsgi's access log (a console stream unless disabled) carries the query string, and a
         # Workbench URL has the session token in it: debug only, and the path without query.
-        path = (self.path or "").split("?", 1)[0]
-        log.debug("%s %s %s", self.command, path[:200], self.code)
+        if log.isEnabledFor(logging.DEBUG):
+            path = (self.path or "").split("?", 1)[0]
+            log.debug("%s %s %s", self.command, path[:200], self.code)
+
+    def _check_http_version(self) -> bool:
+        # pywsgi parses the version into a tuple of integers for every request; the two
+        # versions clients send are simply known.
+        if self.request_version in ("HTTP/1.1", "HTTP/1.0"):
+            return True
+        known: bool = super()._check_http_version()
+        return known
 
 
 class _Server(pywsgi.WSGIServer):  # type: ignore[misc, unused-ignore]
