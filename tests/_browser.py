@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -138,3 +139,47 @@ def screenshot(page: Page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path))
     return path
+
+
+def receipt(request_id: str, events: int = 2, execution_id: str | None = None) -> dict[str, Any]:
+    """An EventTraceReceipt of `events` kernel events (handler.start, then handler.outcome
+    deny), correlated by `request_id`: each event becomes one `hook` trace entry."""
+    execution = {
+        "event": "tool/before",
+        "executionId": execution_id or f"x-{request_id}",
+        "host": "host_a",
+        "nativeEvent": "PreToolUse",
+    }
+    kernel: list[dict[str, Any]] = []
+    for index in range(events):
+        event: dict[str, Any] = {"at": index, "execution": execution, "phase": "handler"}
+        event["sequence"] = index + 1
+        if index % 2:
+            event.update(kind="handler.outcome", outcome="deny", durationMs=1.5)
+        else:
+            event["kind"] = "handler.start"
+        kernel.append(event)
+    return {
+        "version": 1,
+        "execution": execution,
+        "startedAt": "2025-01-31T12:00:00Z",
+        "events": kernel,
+        "host": "host_a",
+        "requestId": request_id,
+        "lineage": {"axis": "turn", "value": "t1"},
+    }
+
+
+def post_receipt(server: WorkbenchServer, body: dict[str, Any]) -> None:
+    """Post `body` as a hook wrapper does: to the URL, with the token, that the project's
+    `.bundle/hook-receipts.json` names."""
+    endpoint = json.loads(
+        (server.project / ".bundle" / "hook-receipts.json").read_text(encoding="utf-8")
+    )
+    request = urllib.request.Request(
+        endpoint["url"],
+        json.dumps(body).encode(),
+        {"Authorization": f"Bearer {endpoint['token']}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 204

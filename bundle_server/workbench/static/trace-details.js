@@ -4,17 +4,23 @@ import { h, replace, time } from "/assets/dom.js";
 import { correlationHref } from "/assets/trace-filter.js";
 
 const MAX_CORRELATED = 50;
+// A host kind names every entry of that host: sharing it correlates nothing.
+const BROAD_KEYS = new Set(["host"]);
 
 /** Entries of `all` (but `entry`) sharing a correlation value with `entry`, newest last. */
 export function correlated(entry, all) {
-  const values = new Set(Object.values(entry.correlation || {}));
+  const values = new Set(
+    Object.entries(entry.correlation || {})
+      .filter(([key]) => !BROAD_KEYS.has(key))
+      .map(([, value]) => value),
+  );
   if (!values.size) return [];
   const found = [];
   for (let i = all.length - 1; i >= 0 && found.length < MAX_CORRELATED; i--) {
     const other = all[i];
     if (other === entry || !other.correlation) continue;
     for (const key in other.correlation) {
-      if (values.has(other.correlation[key])) {
+      if (!BROAD_KEYS.has(key) && values.has(other.correlation[key])) {
         found.push(other);
         break;
       }
