@@ -147,7 +147,7 @@ export function mount(container, params) {
     paused = value;
     pause.textContent = paused ? "Resume" : "Pause";
     view.dataset.paused = String(paused);
-    if (!paused) admit();
+    if (!paused) admit(table.atEnd);
     showCounts();
   }
 
@@ -198,13 +198,14 @@ export function mount(container, params) {
       }
     }
     incoming.length = 0;
+    // Whether the view follows the tail is decided before trim() moves the scroll position.
+    const atEnd = table.atEnd;
     trim();
-    if (!paused) admit();
+    if (!paused) admit(atEnd);
     showCounts();
   }
 
-  function admit() {
-    const atEnd = table.atEnd;
+  function admit(atEnd) {
     for (let i = admitted; i < all.length; i++) if (matches(filter, all[i])) shown.push(all[i]);
     admitted = all.length;
     table.update(shown, { follow: atEnd });
