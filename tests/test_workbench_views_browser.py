@@ -174,7 +174,7 @@ def test_keyboard_selection_and_the_detail_pane(
     # The other three entries of the execution are correlated; one opens in the pane.
     correlated = pane.get_by_role("list", name="Correlated entries").get_by_role("button")
     expect(correlated).to_have_count(3)
-    screenshot(tab, "trace")
+    screenshot(tab, "trace-details")
     correlated.first.click()
     expect(pane.locator("h3")).to_contain_text("handler.start")
     expect(rows(grid).nth(0)).to_have_attribute("aria-selected", "true")
@@ -247,7 +247,7 @@ def test_raw_logs_show_records_live_with_in_app_trace_links(
     post_receipt(server, receipt(unique("more")))
     expect(counts).to_have_text(f"{count + 1} records")
     expect(rows(grid).last).to_contain_text("hook receipt: host_a tool/before, 2 events")
-    screenshot(tab, "logs")
+    screenshot(tab, "logs-live")
     grid.evaluate("g => { g.scrollTop = 0; }")  # the linked record is the first
     grid.get_by_role("link", name="trace", exact=True).first.click()
     expect(tab).to_have_url(re.compile(rf"/trace\?correlation={wanted}$"))
@@ -289,7 +289,7 @@ def test_the_project_view_shows_the_epoch_a_failed_build_and_a_new_epoch(
     expect(tab.get_by_role("list", name="Recent project events")).to_contain_text(
         "artifact.available"
     )
-    screenshot(tab, "project")
+    screenshot(tab, "project-new-epoch")
 
 
 def test_the_rebuild_button_requests_a_build_and_shows_it(
