@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench generate vendor browser clean
+.PHONY: run test lint typecheck unit bench generate vendor browser screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,12 @@ unit: $(STAMP) $(VENDOR) browser
 
 bench: $(STAMP)
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# The README's pictures of the Workbench, as the browser tests last took them.
+SHOTS := sessions-terminal trace-details logs-live project-new-epoch
+screenshots:
+	mkdir -p docs/screenshots
+	for s in $(SHOTS); do cp test-artifacts/screenshots/$$s.png docs/screenshots/; done
 
 generate: $(STAMP)
 	$(BIN)/python -m bundle_contract generate

@@ -96,7 +96,7 @@ def test_a_session_runs_in_a_terminal_echoes_keystrokes_and_follows_resizes(
         tab.wait_for_timeout(50)
     _, cols_now = SIZE.findall(rows.inner_text())[-1]
     assert int(cols_now) < int(first[1])
-    screenshot(tab, "sessions")
+    screenshot(tab, "sessions-terminal")
 
 
 def test_a_reload_reattaches_and_replays(page: tuple[Page, Problems]) -> None:
