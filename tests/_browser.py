@@ -1,8 +1,9 @@
 """The Workbench in a real browser: Debian's Chromium, driven by Playwright, against the real
 server (`python -m bundle_server` in a process of its own, on a free loopback port).
 
-`workbench_server()` serves a project whose host_a is the fake host (raw mode, prints its
-size on every SIGWINCH, echoes what it reads) and whose host_b floods like yes(1). `Browser`
+`workbench_server()` serves a project whose host_a is the fake host (raw mode, a euro sign
+written in two halves 0.2 s apart, its size printed on every SIGWINCH, then an echo of what it
+reads) and whose host_b floods like yes(1). `Browser`
 opens pages that fail their test on any console error, uncaught exception or CSP violation,
 and writes screenshots under test-artifacts/screenshots/.
 """
@@ -56,7 +57,7 @@ class WorkbenchServer:
 @contextmanager
 def workbench_server(root: Path) -> Iterator[WorkbenchServer]:
     hosts = {
-        "host_a": host("raw", "ready", "winsize", "echo"),
+        "host_a": host("raw", "ready", "split", "winsize", "echo"),
         "host_b": host("raw", "yes"),
     }
     project = write_project(root / "project", config(dev={"hosts": hosts}))

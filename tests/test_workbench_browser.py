@@ -80,6 +80,9 @@ def test_a_session_runs_in_a_terminal_echoes_keystrokes_and_follows_resizes(
     tab, _ = page
     session_id = start_session(tab, "host_a")
     expect(tab.locator(f'[data-session="{session_id}"] .xterm-rows')).to_contain_text("ready")
+    # A character whose UTF-8 bytes arrived in two frames is one character, not two U+FFFD.
+    expect(tab.locator(f'[data-session="{session_id}"] .xterm-rows')).to_contain_text("€")
+    assert "\ufffd" not in terminal_text(tab, session_id)
     tab.locator(f'[data-session="{session_id}"] .xterm-helper-textarea').focus()
     tab.keyboard.type("hello workbench")
     expect(tab.locator(f'[data-session="{session_id}"] .xterm-rows')).to_contain_text(
