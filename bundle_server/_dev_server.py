@@ -220,9 +220,10 @@ class DevServer:
         self.hub.publish(
             "diagnostic", "server.started", f"development server listening on {self.url}"
         )
-        self.project.start()
+        # Frozen before the project loop starts, so its builds' garbage stays collectable.
         freeze_heap()
         self._froze_heap = True
+        self.project.start()
         if self.options["open"]:
             # webbrowser.open answers False when no browser can be run (a headless machine).
             self.browser_opened = opener(self.workbench_url) is not False

@@ -44,7 +44,7 @@ CHROMIUM_ARGS = [
 
 @dataclass
 class WorkbenchServer:
-    process: subprocess.Popen[str]
+    process: subprocess.Popen[bytes]
     url: str
     session: str
     project: Path
@@ -55,32 +55,38 @@ class WorkbenchServer:
 
 
 @contextmanager
-def workbench_server(root: Path) -> Iterator[WorkbenchServer]:
+def workbench_server(root: Path, port: int = 0) -> Iterator[WorkbenchServer]:
+    """The server on `root`/project (made on first use, reused after), on `port` (0: free)."""
     hosts = {
         "host_a": host("raw", "ready", "split", "winsize", "echo"),
         "host_b": host("raw", "yes"),
     }
-    project = write_project(root / "project", config(dev={"hosts": hosts}))
+    project = root / "project"
+    if not project.exists():
+        write_project(project, config(dev={"hosts": hosts}))
     ready_file = root / "ready.json"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bundle_server",
-            str(project),
-            "--port",
-            "0",
-            "--ready-file",
-            str(ready_file),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    ready_file.unlink(missing_ok=True)
+    # A file, not a pipe nobody reads while the server runs: a full pipe would stop it.
+    with (root / "server.log").open("a") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bundle_server",
+                str(project),
+                "--port",
+                str(port),
+                "--ready-file",
+                str(ready_file),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
     try:
         deadline = time.monotonic() + STARTUP
         while True:
-            assert process.poll() is None, process.communicate()
+            log_text = (root / "server.log").read_text()
+            assert process.poll() is None, log_text
             try:
                 ready: dict[str, Any] = json.loads(ready_file.read_text(encoding="utf-8"))
                 break
@@ -91,10 +97,10 @@ def workbench_server(root: Path) -> Iterator[WorkbenchServer]:
     finally:
         process.terminate()
         try:
-            process.communicate(timeout=STARTUP)
+            process.wait(timeout=STARTUP)
         except subprocess.TimeoutExpired:
             process.kill()
-            process.communicate()
+            process.wait()
 
 
 @dataclass

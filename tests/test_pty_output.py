@@ -161,3 +161,28 @@ def test_a_queue_never_grows_past_twice_its_bound_even_if_appended_regardless() 
         ring.append(Frame.output(b"x" * 100))  # the reader would have held off long before
     with pytest.raises(SubscriberLagged):
         stalled.take()
+
+
+def test_a_lone_reader_full_of_small_frames_is_held_for_but_never_cut() -> None:
+    # Full by its frame count while far below the high water in bytes: still alone, still
+    # only holding the session back.
+    ring = OutputLog(
+        1024, queue_capacity=4, lock=threading.Lock(), queue_bytes=400, high_water=100, stall=2
+    )
+    alone = ring.subscribe({}, None)
+    for _ in range(4):
+        ring.append(Frame.output(b"x"))
+    assert ring.hold(alone.progress_at + 60) == 2
+    assert not alone.lagged
+
+
+def test_a_new_reader_releases_a_session_its_readers_held_back() -> None:
+    ring, (behind,) = paced(1)
+    resumed: list[bool] = []
+    ring.resume = lambda: resumed.append(True)
+    ring.append(Frame.output(b"x" * 150))
+    assert ring.hold(time.monotonic()) is not None
+    ring.subscribe({}, None)
+    assert resumed == [True]
+    assert ring.hold(time.monotonic()) is None  # the newcomer is not behind
+    assert not behind.lagged

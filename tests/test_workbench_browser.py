@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from _browser import Browser, Problems, WorkbenchServer, screenshot, workbench_server
@@ -175,3 +176,59 @@ def test_the_page_stays_responsive_while_a_session_floods(
     expect(tab.locator(f'[data-session="{session_id}"]')).to_have_attribute(
         "data-state", "terminated"
     )
+
+
+def test_a_second_tab_attaches_to_the_same_session_with_its_replay(
+    browser: Browser, page: tuple[Page, Problems], server: WorkbenchServer
+) -> None:
+    tab, _ = page
+    # Each running session holds a stream per tab, and Chromium opens at most six connections
+    # to one origin: let what earlier tests started end first.
+    deadline = time.monotonic() + 10
+    while any(
+        s["state"] == "running"
+        for s in tab.request.get(f"{server.url}/api/sessions").json()["sessions"]
+    ):
+        assert time.monotonic() < deadline
+        tab.wait_for_timeout(100)
+    session_id = start_session(tab, "host_a")
+    tab.locator(f'[data-session="{session_id}"] .xterm-helper-textarea').focus()
+    tab.keyboard.type("typed in the first tab")
+    expect(tab.locator(f'[data-session="{session_id}"] .xterm-rows')).to_contain_text(
+        "typed in the first tab"
+    )
+    other = tab.context.new_page()  # the same browser profile: the same cookie
+    other.goto(f"{server.url}/sessions")
+    rows = other.locator(f'[data-session="{session_id}"] .xterm-rows')
+    expect(rows).to_contain_text("typed in the first tab")
+    other.locator(f'[data-session="{session_id}"] .xterm-helper-textarea').focus()
+    other.keyboard.type("and in the second")
+    # Both terminals show what either typed: one session, two attached streams.
+    for view in (tab, other):
+        expect(view.locator(f'[data-session="{session_id}"] .xterm-rows')).to_contain_text(
+            "and in the second"
+        )
+    other.close()
+
+
+def test_the_header_follows_the_server_going_away_and_coming_back(
+    browser: Browser, tmp_path: Path
+) -> None:
+    with browser.page() as (tab, problems):
+        with workbench_server(tmp_path) as first:
+            tab.goto(first.sign_in_url)
+            expect(tab.locator("#connection")).to_have_text("connected")
+            port = int(first.url.rsplit(":", 1)[1])
+            first.process.terminate()
+            first.process.wait()
+            expect(tab.locator("#connection")).to_have_text("reconnecting…")
+        with workbench_server(tmp_path, port=port) as second:
+            # A new server has a new session value: the page, retrying, is told so and says
+            # where to get back in; the new URL signs it in again.
+            expect(tab.locator("#connection")).to_contain_text("signed out", timeout=15_000)
+            tab.goto(second.sign_in_url)
+            expect(tab.locator("#connection")).to_have_text("connected")
+        # The browser reports the refused connections and the 401s as failed loads; nothing
+        # else went wrong.
+        unexpected = [m for m in problems.messages if "Failed to load resource" not in m]
+        assert unexpected == []

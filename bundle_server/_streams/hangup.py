@@ -8,7 +8,9 @@ libev io watcher then waits for the socket to become readable. After a streaming
 read, readable means the client left (EOF, or a reset) or sent more bytes (a pipelined request,
 which a stream that never ends cannot answer anyway). One non-blocking peek tells them apart:
 on a hangup `gone` is set and `callback` runs, in the server's loop, within one loop iteration
-of the FIN; on bytes the watcher stops, and the keep-alive write stays the fallback.
+of the FIN; on bytes the watcher stops, and the keep-alive write stays the fallback. A client
+that half-closes after its request (legal in HTTP/1.1, rare) is taken as gone too, as Go's
+server does: a stream never ends on its own, so such a client could only be waited for.
 
 `cut()` is the other direction, for a reader that must go while its writer is blocked on a
 full socket (the write can only return when the client reads): shutting the socket down fails

@@ -61,17 +61,25 @@ def page_response() -> Response:
 
 
 @cache
+def assets() -> dict[str, tuple[bytes, str]]:
+    """Every asset by name, with its media type: a closed set, read once (a request for any
+    other name costs a dictionary miss, never a file system lookup or a cache entry)."""
+    package = files("bundle_server.workbench")
+    found: dict[str, tuple[bytes, str]] = {}
+    for directory in reversed(ASSET_DIRECTORIES):  # the page's own files win over libraries
+        folder = package.joinpath(directory)
+        if not folder.is_dir():
+            continue  # vendor/ before `make vendor`
+        for entry in folder.iterdir():
+            media = ASSET_MEDIA.get(PurePosixPath(entry.name).suffix)
+            if media is not None and entry.is_file():
+                found[entry.name] = (entry.read_bytes(), media)
+    return found
+
+
 def asset(name: str) -> tuple[bytes, str] | None:
     """An asset's bytes and media type; None when there is no such asset."""
-    media = ASSET_MEDIA.get(PurePosixPath(name).suffix)
-    if media is None:
-        return None
-    package = files("bundle_server.workbench")
-    for directory in ASSET_DIRECTORIES:
-        candidate = package.joinpath(directory, name)
-        if candidate.is_file():
-            return candidate.read_bytes(), media
-    return None
+    return assets().get(name)
 
 
 def token_parameter(route: Mapping[str, Any]) -> str:

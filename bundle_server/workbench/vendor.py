@@ -5,7 +5,8 @@ for each package whose files are missing or differ from the pin: downloads its t
 it unless its sha256 is the pinned one, and writes the listed files into `vendor/` (a file at a
 time through a temporary name, so an interrupted fetch leaves no half file). A `.pins` file
 records what was unpacked, so a later run with the same pins does nothing. The server serves
-`vendor/` read-only under /assets/vendor/ and refuses to start without it (`missing()`).
+the files read-only as flat `/assets/<name>` and says at start when they are missing
+(`missing()`).
 """
 
 from __future__ import annotations

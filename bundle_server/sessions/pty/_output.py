@@ -268,22 +268,30 @@ class OutputLog:
             subscription._offer(Frame("end", session=record))
         else:
             self._subscribers.append(subscription)
+            # A reader held back by the others is not held back by the newcomer: it reads on
+            # at once, so the new stream's live output starts now.
+            self._resume()
         return subscription
 
     def hold(self, now: float) -> float | None:
         """Whether the reader must hold off reading: None to read on, else the seconds after
         which to ask again (sooner if `resume` is called). Cuts the subscribers that are full
-        and made no progress for `stall` seconds. O(subscribers): a session has a few."""
+        and made no progress for `stall` seconds while another one reads (not full): a reader
+        alone is never cut for being slow. O(subscribers): a session has a few."""
+        subscribers = list(self._subscribers)
+        reading = sum(1 for subscription in subscribers if not subscription.full)
         wait: float | None = None
         all_behind = True
-        for subscription in list(self._subscribers):
+        for subscription in subscribers:
             if subscription.full:
                 idle = now - subscription.progress_at
-                if idle >= self.stall:
+                if reading and idle >= self.stall:
                     subscription._cut()
                     self._subscribers.remove(subscription)
                     continue
-                wait = min(wait, self.stall - idle) if wait is not None else self.stall - idle
+                # Nobody else reads: ask again after a stall's time, never in a busy loop.
+                left = self.stall - idle if reading else self.stall
+                wait = left if wait is None else min(wait, left)
             if subscription.queued_bytes < self.high_water:
                 all_behind = False
         if wait is None and (all_behind and self._subscribers):

@@ -42,7 +42,7 @@ export function showDetails(pane, entry, all, { onOpen, onClose }) {
   const correlation = Object.entries(entry.correlation || {});
   const others = correlated(entry, all);
   // Only a path of this origin becomes a link: anything else (javascript:, other hosts) is text.
-  const href = typeof entry.href === "string" && /^\/(?!\/)/.test(entry.href) ? entry.href : null;
+  const href = typeof entry.href === "string" && sameOrigin(entry.href) ? entry.href : null;
   replace(
     pane,
     h(
@@ -93,4 +93,13 @@ export function showDetails(pane, entry, all, { onOpen, onClose }) {
         )
       : h("p", { className: "muted" }, "none"),
   );
+}
+
+function sameOrigin(href) {
+  // Parsed as the browser will follow it: "/\\host" or "//host" lead to another origin.
+  try {
+    return href.startsWith("/") && new URL(href, location.origin).origin === location.origin;
+  } catch (error) {
+    return false;
+  }
 }

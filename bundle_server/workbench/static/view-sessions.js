@@ -61,7 +61,9 @@ export function mount(container) {
     try {
       const { sessions, hosts: available } = await getJSON("/api/sessions");
       replace(hosts, available.map((host) => hostPanel(host, create)));
-      for (const session of sessions.slice().reverse()) addCard(session).attach();
+      // Newest on top, as a session started here is: each card is prepended, oldest first.
+      const oldestFirst = sessions.slice().sort((a, b) => (a.startedAt < b.startedAt ? -1 : 1));
+      for (const session of oldestFirst) addCard(session).attach();
     } catch (caught) {
       if (!(caught instanceof ApiError && caught.status === 401)) error.textContent = caught.message;
     }
@@ -191,9 +193,8 @@ class SessionCard {
           if (event.startsWith(":")) {
             if (event.startsWith(": lagged")) {
               // Cut for not reading: start again from the replay.
-              this.terminal.reset();
-              this.rendered = 0;
-              return this.stream(path);
+              this.resetThen(() => this.stream(path));
+              return;
             }
             continue;
           }
@@ -210,9 +211,17 @@ class SessionCard {
 
   reattach(path) {
     if (this.disposed) return;
-    this.terminal.reset();
-    this.rendered = 0;
-    this.stream(path);
+    this.resetThen(() => this.stream(path));
+  }
+
+  resetThen(then) {
+    // The reset goes through xterm's write queue: bytes of the old stream still waiting there
+    // are parsed first, so none of them lands after the reset, on top of the replay.
+    this.terminal.write("", () => {
+      this.terminal.reset();
+      this.rendered = 0;
+      then();
+    });
   }
 
   dispatch(event) {
@@ -265,8 +274,8 @@ class SessionCard {
       try {
         await postJSON(`/api/sessions/${this.session.id}/input`, { data });
       } catch (caught) {
+        // What failed is reported and dropped; what was typed meanwhile is still sent.
         this.onError(`input to ${this.session.id}: ${caught.message}`);
-        this.input = "";
       }
     }
     this.sending = false;
