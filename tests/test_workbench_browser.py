@@ -232,3 +232,30 @@ def test_the_header_follows_the_server_going_away_and_coming_back(
         # else went wrong.
         unexpected = [m for m in problems.messages if "Failed to load resource" not in m]
         assert unexpected == []
+
+
+HIDE = """hidden => {
+    Object.defineProperty(document, "hidden", {value: hidden, configurable: true});
+    document.dispatchEvent(new Event("visibilitychange"));
+}"""
+
+
+def test_a_hidden_tab_lets_go_of_its_streams_and_attaches_again_when_shown(
+    page: tuple[Page, Problems],
+) -> None:
+    tab, _ = page
+    session_id = start_session(tab, "host_a")
+    rows = tab.locator(f'[data-session="{session_id}"] .xterm-rows')
+    textarea = tab.locator(f'[data-session="{session_id}"] .xterm-helper-textarea')
+    textarea.focus()
+    tab.keyboard.type("before hiding")
+    expect(rows).to_contain_text("before hiding")
+    stream = f"/api/sessions/{session_id}/stream"
+    with tab.expect_event("requestfailed", lambda request: stream in request.url):
+        tab.evaluate(HIDE, True)  # the connection is given back: the stream's fetch ends
+    with tab.expect_request(lambda request: stream in request.url):
+        tab.evaluate(HIDE, False)
+    expect(rows).to_contain_text("before hiding")  # the replay painted it again
+    textarea.focus()
+    tab.keyboard.type(" and after")
+    expect(rows).to_contain_text("before hiding and after")

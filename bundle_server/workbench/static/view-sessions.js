@@ -69,8 +69,19 @@ export function mount(container) {
     }
   }
   load();
+  // A browser opens at most six connections to one origin, and each running session's stream
+  // holds one per tab: a hidden tab lets go of its streams, and attaches again (replay first)
+  // when it is shown.
+  function visibility() {
+    for (const card of cards.values()) {
+      if (document.hidden) card.suspend();
+      else card.wake();
+    }
+  }
+  document.addEventListener("visibilitychange", visibility);
   return {
     unmount() {
+      document.removeEventListener("visibilitychange", visibility);
       for (const card of cards.values()) card.dispose();
       cards.clear();
     },
@@ -133,6 +144,9 @@ class SessionCard {
     this.sending = false;
     this.controller = null;
     this.disposed = false;
+    this.attached = false;
+    this.suspended = false; // the tab is hidden: no stream until it is shown
+    this.ended = false; // the stream delivered `end`: the terminal holds everything
     this.render(session);
   }
 
@@ -157,14 +171,30 @@ class SessionCard {
   }
 
   attach() {
+    if (this.attached) return;
+    this.attached = true;
     const id = this.session.id;
+    this.path = `/api/sessions/${id}/stream`;
     this.terminal.onData((data) => this.type(data));
     this.terminal.onResize(({ cols, rows }) => this.resized(cols, rows));
     this.observer = new ResizeObserver(() => {
       if (!this.disposed) this.fit.fit();
     });
     this.observer.observe(this.terminalBox);
-    this.stream(`/api/sessions/${id}/stream`);
+    if (document.hidden) this.suspended = true;
+    else this.stream(this.path);
+  }
+
+  suspend() {
+    if (this.suspended || this.ended || !this.attached) return;
+    this.suspended = true;
+    if (this.controller) this.controller.abort();
+  }
+
+  wake() {
+    if (!this.suspended || this.disposed) return;
+    this.suspended = false;
+    if (!this.ended) this.resetThen(() => this.stream(this.path));
   }
 
   async stream(path) {
@@ -201,16 +231,17 @@ class SessionCard {
           ended = this.dispatch(event) || ended;
         }
       }
-      if (!ended && !this.disposed && connection.state !== "signed-out") {
+      this.ended = ended;
+      if (!ended && !this.disposed && !this.suspended && connection.state !== "signed-out") {
         setTimeout(() => this.reattach(path), 1000);
       }
     } catch (caught) {
-      if (!this.disposed) setTimeout(() => this.reattach(path), 1000);
+      if (!this.disposed && !this.suspended) setTimeout(() => this.reattach(path), 1000);
     }
   }
 
   reattach(path) {
-    if (this.disposed) return;
+    if (this.disposed || this.suspended) return;
     this.resetThen(() => this.stream(path));
   }
 
