@@ -259,3 +259,16 @@ def test_a_hidden_tab_lets_go_of_its_streams_and_attaches_again_when_shown(
     textarea.focus()
     tab.keyboard.type(" and after")
     expect(rows).to_contain_text("before hiding and after")
+
+
+def test_keyboard_users_can_leave_the_terminal(page: tuple[Page, Problems]) -> None:
+    tab, _ = page
+    session_id = start_session(tab, "host_a")
+    card = tab.locator(f'[data-session="{session_id}"]')
+    textarea = card.locator(".xterm-helper-textarea")
+    textarea.focus()
+    tab.keyboard.press("Tab")  # Tab belongs to the terminal (a shell completes with it)
+    expect(textarea).to_be_focused()
+    expect(textarea).to_have_accessible_description("Alt+Shift+↑ leaves the terminal")
+    tab.keyboard.press("Alt+Shift+ArrowUp")
+    expect(card.get_by_role("button", name="Terminate")).to_be_focused()

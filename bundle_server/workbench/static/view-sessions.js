@@ -14,6 +14,8 @@ export const title = "Sessions";
 const HIGH = 512 * 1024;
 const LOW = 128 * 1024;
 const RESIZE_DELAY_MS = 100;
+// Alt+Shift+Up: a combination a terminal program hardly ever needs (xterm sends ESC [1;4A).
+const LEAVE_KEYS_LABEL = "Alt+Shift+↑";
 
 export function mount(container) {
   const hosts = h("div", { className: "hosts", "aria-label": "Hosts" });
@@ -126,16 +128,30 @@ class SessionCard {
       restart: h("button", { type: "button", onclick: () => this.restart() }, "Restart"),
       forget: h("button", { type: "button", onclick: () => this.forget() }, "Forget"),
     };
+    const hintId = `keys-${session.id || "draft"}`;
     this.element = h(
       "section",
       { className: "session", "aria-label": `Session ${session.host} ${session.id}`, "data-session": session.id },
       h("header", {}, h("strong", {}, session.host), h("code", {}, session.id), this.state, ...Object.values(this.buttons)),
       this.terminalBox,
+      h("p", { className: "muted keys", id: hintId }, `${LEAVE_KEYS_LABEL} leaves the terminal`),
     );
     this.terminal = new Terminal({ convertEol: false, cursorBlink: true, scrollback: 5000, fontSize: 13 });
     this.fit = new FitAddon();
     this.terminal.loadAddon(this.fit);
+    // The terminal takes Tab (a shell completes with it), so keyboard users leave it with a
+    // key of their own, announced with the terminal's input.
+    this.terminal.attachCustomKeyEventHandler((event) => {
+      if (event.type === "keydown" && event.altKey && event.shiftKey && event.key === "ArrowUp") {
+        const target = Object.values(this.buttons).find((button) => !button.disabled);
+        if (target) target.focus();
+        return false;
+      }
+      return true;
+    });
     this.terminal.open(this.terminalBox);
+    const input = this.terminalBox.querySelector("textarea");
+    if (input) input.setAttribute("aria-describedby", hintId);
     this.fit.fit();
     this.pending = 0; // bytes handed to xterm.js, not yet rendered
     this.rendered = 0;
