@@ -1,0 +1,1 @@
+"""Route invocations (seed 000): how they run and what they keep."""
