@@ -1,0 +1,183 @@
+"""The process a bundle's routes run in: `python -P -m bundle_contract._route_worker ROOT
+--requests FD --replies FD`, started by the development server, never inside it.
+
+Theory of operation:
+
+- ROOT is an artifact epoch (`src/` holds the project's modules). The worker puts `src/` first
+  on sys.path once, and then runs jobs, one at a time, for as long as it lives: the `shared`
+  runtime keeps one warm worker per epoch, `standalone` starts one per run.
+- Jobs and replies are NDJSON lines on two pipes of their own (`--requests`, `--replies`), not
+  on stdin/stdout: route code that prints, reads stdin or closes fd 1 cannot corrupt the
+  protocol. The server collects stdout and stderr as the run's diagnostics.
+- A job: `{"op": "run", "id", "handler": "module:function", "providers": [...], "event",
+  "input", "args"}`. The worker calls each provider as `provider(event, context)` (its value
+  keyed by the provider's reference), then `handler(event, context)`. `context.render(kind,
+  data=None, document=None)` sends a render event at once (`document` makes it
+  document-bearing, and the newest document is the run's Agent Document); `context.input`,
+  `context.args`, `context.providers` and `context.invocation_id` are the run's.
+- Replies: `{"id", "type": "trace", "kind", "phase", "at", ...}` for the kernel events of the
+  event tracer's vocabulary (execute, providers, render, failure), `{"id", "type": "render",
+  "kind", "data", "document"?}` per render event, and one `{"id", "type": "final", "status":
+  "completed" | "failed", "result", "document", "providers", "outcome"?, "error"?}`.
+- Outcome: `deny` when the result is a mapping whose `decision` is "deny" (the hook results'
+  word), else `render` when the run produced an Agent Document, else `continue`.
+- What the worker cannot survive (a crash, `os._exit`, a hang past the server's bound, a
+  cancel) ends the process; the server answers for the run and starts another worker. An
+  allocation past the address-space bound the server sets raises MemoryError in the route,
+  which is an ordinary failed run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+
+class RouteContext:
+    """What a route's handler and providers receive besides the event."""
+
+    def __init__(self, job: Mapping[str, Any], replies: Replies) -> None:
+        self.invocation_id: str = job["id"]
+        self.input: Any = job.get("input")
+        self.args: Any = job.get("args")
+        self.providers: dict[str, Any] = {}
+        self.document: Any = None
+        self._replies = replies
+
+    def render(self, kind: str, data: Any = None, document: Any = None) -> None:
+        """Send one render event now; with `document`, it bears the run's Agent Document."""
+        if not isinstance(kind, str) or not kind:
+            raise ValueError("a render event needs a non-empty kind")
+        message: dict[str, Any] = {"type": "render", "kind": kind, "data": data}
+        if document is not None:
+            message["document"] = document
+            self.document = document
+        self._replies.send(self.invocation_id, message)
+
+
+class Replies:
+    """The reply pipe: one compact JSON line per message, flushed at once."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._began = time.monotonic()
+
+    def send(self, invocation_id: str, message: dict[str, Any]) -> None:
+        line = json.dumps(
+            {"id": invocation_id, **message}, ensure_ascii=False, separators=(",", ":")
+        )
+        self._stream.write(line + "\n")
+        self._stream.flush()
+
+    def trace(self, invocation_id: str, kind: str, phase: str, **extra: Any) -> None:
+        at = round((time.monotonic() - self._began) * 1000, 3)
+        self.send(invocation_id, {"type": "trace", "kind": kind, "phase": phase, "at": at, **extra})
+
+
+def resolve(reference: str) -> Any:
+    module_name, _, attribute = reference.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def summarize(error: BaseException) -> dict[str, str]:
+    return {"name": type(error).__name__, "message": str(error)[:2000]}
+
+
+def outcome_of(result: Any, document: Any) -> str:
+    if isinstance(result, Mapping) and result.get("decision") == "deny":
+        return "deny"
+    return "render" if document is not None else "continue"
+
+
+def run(job: Mapping[str, Any], replies: Replies, runtime: str) -> None:
+    invocation = job["id"]
+    context = RouteContext(job, replies)
+    phase = "execute"
+    started = time.monotonic()
+    replies.trace(invocation, "execute.start", "execute", runtime=runtime)
+    try:
+        phase = "providers"
+        replies.trace(invocation, "providers.start", "providers")
+        for reference in job.get("providers", []):
+            context.providers[reference] = resolve(reference)(job["event"], context)
+        replies.trace(invocation, "providers.finish", "providers", count=len(context.providers))
+        phase = "render"
+        replies.trace(invocation, "render.start", "render")
+        result = resolve(job["handler"])(job["event"], context)
+        # What is not JSON fails the run here, not the reply pipe.
+        json.dumps(result)
+        json.dumps(context.document)
+        replies.trace(invocation, "render.finish", "render")
+    except BaseException as error:  # the run fails; the worker lives on (SystemExit too)
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        replies.trace(invocation, "failure", phase, error=summarize(error))
+        traceback.print_exc(file=sys.stderr)
+        replies.send(
+            invocation,
+            {
+                "type": "final",
+                "status": "failed",
+                "error": summarize(error),
+                "providers": _jsonable(context.providers),
+                "document": _jsonable(context.document),
+                "durationMs": round((time.monotonic() - started) * 1000, 3),
+            },
+        )
+        return
+    replies.send(
+        invocation,
+        {
+            "type": "final",
+            "status": "completed",
+            "result": result,
+            "document": context.document,
+            "providers": _jsonable(context.providers),
+            "outcome": outcome_of(result, context.document),
+            "durationMs": round((time.monotonic() - started) * 1000, 3),
+        },
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)[:2000]
+    return value
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="bundle_contract._route_worker")
+    parser.add_argument("root")
+    parser.add_argument("--requests", type=int, required=True)
+    parser.add_argument("--replies", type=int, required=True)
+    parser.add_argument("--runtime", choices=("shared", "standalone"), default="shared")
+    parser.add_argument("--memory", type=int, help="address-space bound in bytes")
+    args = parser.parse_args(argv)
+    if args.memory:
+        # Set here, not by the server before exec: a pre-exec hook in a threaded server can
+        # deadlock. Past it, an allocation raises MemoryError in the route: a failed run.
+        resource.setrlimit(resource.RLIMIT_AS, (args.memory, args.memory))
+    sys.path.insert(0, os.path.join(args.root, "src"))
+    requests = os.fdopen(args.requests, "r", encoding="utf-8")
+    replies = Replies(os.fdopen(args.replies, "w", encoding="utf-8"))
+    for line in requests:
+        job = json.loads(line)
+        if job.get("op") != "run":
+            break
+        run(job, replies, args.runtime)
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+if __name__ == "__main__":
+    main()

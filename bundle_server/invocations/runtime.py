@@ -1,0 +1,204 @@
+"""Route workers: the processes a bundle's routes run in, seen from the server.
+
+Theory of operation:
+
+- User code never runs in the server. A `RouteWorker` is one `bundle_contract._route_worker`
+  process for one artifact epoch, in a session (and process group) of its own, with the
+  address-space bound `route-worker-memory`. Jobs go down one pipe and replies come back on
+  another (see the worker's docstring); its stdout and stderr are the runs' diagnostics.
+- `run(job, on_message)` sends a job and returns its final reply, calling `on_message` with
+  every trace and render reply before it, in order, from the calling thread. It blocks, so the
+  server calls it from a thread of its own, never from the HTTP loop.
+- One reader thread per worker turns reply lines into a queue; `run` waits on the queue with
+  the run's deadline (`route-render-time`, the seed's MAX_ROUTE_RENDER_ELAPSED_MS). Whatever
+  ends a run early ends the worker: a deadline passed, `cancel()` (from any thread), the
+  process dying (a crash, `sys.exit`, `os._exit`). The process group is killed, so nothing the
+  route started survives, and the run's final reply is made here (`failed` with a diagnostic,
+  or `cancelled`). A worker that ended is not reused: `alive` says so, and the caller starts
+  another (`shared` keeps one warm worker per epoch, `standalone` one per run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from bundle_contract._spec import get_spec
+
+Message = dict[str, Any]
+# Lines of a run's stdout and stderr kept as its diagnostics (the newest).
+OUTPUT_LINES = 200
+_EOF: Message = {"type": "eof"}
+
+
+@cache
+def render_time() -> float:
+    seconds: float = get_spec().limit("route-render-time")["maximum"] / 1000
+    return seconds
+
+
+@cache
+def worker_memory() -> int:
+    limit: int = get_spec().limit("route-worker-memory")["maximum"]
+    return limit
+
+
+class RouteWorker:
+    """One worker process for the epoch at `root`; see the module docstring."""
+
+    def __init__(self, root: Path, runtime: str = "shared", *, memory: int | None = None) -> None:
+        self.root = root
+        self.runtime = runtime
+        requests_read, requests_write = os.pipe()
+        replies_read, replies_write = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-P",
+                    "-m",
+                    "bundle_contract._route_worker",
+                    str(root),
+                    "--requests",
+                    str(requests_read),
+                    "--replies",
+                    str(replies_write),
+                    "--runtime",
+                    runtime,
+                    "--memory",
+                    str(memory if memory is not None else worker_memory()),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                pass_fds=(requests_read, replies_write),
+                start_new_session=True,
+                cwd=root,
+            )
+        finally:
+            os.close(requests_read)
+            os.close(replies_write)
+        self._requests = os.fdopen(requests_write, "w", encoding="utf-8")
+        self._replies: queue.Queue[Message] = queue.Queue()
+        self._output: deque[str] = deque(maxlen=OUTPUT_LINES)
+        self._lock = threading.Lock()
+        self._ending: str | None = None  # why the worker is being ended: "cancelled", ...
+        self._busy = False
+        self._output_done = threading.Event()
+        threading.Thread(
+            target=self._read_replies, args=(replies_read,), name="route-replies", daemon=True
+        ).start()
+        threading.Thread(target=self._read_output, name="route-output", daemon=True).start()
+
+    @property
+    def alive(self) -> bool:
+        return self._ending is None and self.process.poll() is None
+
+    def _read_replies(self, fd: int) -> None:
+        with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as replies:
+            for line in replies:
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    continue  # not ours: the protocol pipe is the worker's alone
+                if isinstance(message, dict):
+                    self._replies.put(message)
+        self._replies.put(_EOF)
+
+    def _read_output(self) -> None:
+        assert self.process.stdout is not None
+        try:
+            for raw in self.process.stdout:
+                line = raw.decode("utf-8", "replace").rstrip("\n")[:2000]
+                with self._lock:
+                    self._output.append(line)
+        finally:
+            self._output_done.set()
+
+    def output(self) -> list[str]:
+        """The newest lines the worker's routes printed (stdout and stderr)."""
+        with self._lock:
+            return list(self._output)
+
+    def run(
+        self,
+        job: Message,
+        on_message: Callable[[Message], None],
+        deadline: float | None = None,
+    ) -> Message:
+        """Run `job` (a dict with id, handler, providers, event, input, args); its final reply."""
+        with self._lock:
+            if not self.alive or self._busy:
+                raise RuntimeError("this route worker cannot take a job now")
+            self._busy = True
+        limit = time.monotonic() + (render_time() if deadline is None else deadline)
+        try:
+            self._requests.write(json.dumps({"op": "run", **job}, separators=(",", ":")) + "\n")
+            self._requests.flush()
+        except OSError:
+            return self._ended(job, "the route worker is gone")
+        while True:
+            try:
+                message = self._replies.get(timeout=max(0.0, limit - time.monotonic()))
+            except queue.Empty:
+                self._end("overran")
+                return self._ended(
+                    job, f"the route overran its render time bound ({render_time():g} s)"
+                )
+            if message is _EOF:
+                return self._ended(job, "the route worker exited during the run")
+            if message.get("id") != job["id"]:
+                continue
+            if message.get("type") == "final":
+                with self._lock:
+                    self._busy = False
+                return message
+            on_message(message)
+
+    def _ended(self, job: Message, why: str) -> Message:
+        """The final reply of a run the worker could not finish (it is ended now)."""
+        reason = self._ending
+        self._end(reason or "died")
+        self.process.wait()
+        if reason == "cancelled":
+            return {"id": job["id"], "type": "final", "status": "cancelled"}
+        return {
+            "id": job["id"],
+            "type": "final",
+            "status": "failed",
+            "error": {"name": "RouteWorkerEnded", "message": why},
+            "exitCode": self.process.returncode,
+        }
+
+    def cancel(self) -> None:
+        """Stop the running job's code now (any thread): the worker and its group end."""
+        self._end("cancelled")
+
+    def _end(self, reason: str) -> None:
+        with self._lock:
+            if self._ending is None:
+                self._ending = reason
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        """End the worker (its group) and reap it."""
+        self._end(self._ending or "closed")
+        with contextlib.suppress(OSError):
+            self._requests.close()
+        self.process.wait()
+        if self.process.stdout is not None:
+            self._output_done.wait(5)
+            self.process.stdout.close()
