@@ -48,6 +48,16 @@ def test_the_example_builds_into_a_manifest_that_reads_ok_and_inspects_clean(
     assert sorted(epoch["targetDigests"]) == ["host_a", "host_b"]
     assert epoch["projectRevision"] == result.source_revision
     assert epoch["manifestPath"] == str(out / "bundle.manifest.json")
+    # A route worker finds what to call in the manifest: the config's references.
+    routes = json.loads((out / "bundle.manifest.json").read_bytes())["routes"]
+    assert routes == [
+        {
+            "id": "stop-review",
+            "event": "stop",
+            "path": "src/safe_shell/routes.py",
+            "handler": "safe_shell.routes:stop_review",
+        }
+    ]
 
 
 def test_each_hooks_document_names_exactly_the_manifests_hook_rows(tmp_path: Path) -> None:

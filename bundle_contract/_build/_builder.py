@@ -283,10 +283,7 @@ def _write_artifact(
             | ({"pluginManifest": p.plugin_manifest} if p.plugin_manifest else {})
             for p in projections
         ],
-        "routes": [
-            {"id": route["id"], "event": route["families"][0], "path": _module_path(route, spec_layout)}
-            for route in config.get("routes", [])
-        ],
+        "routes": [_route_row(route, spec_layout) for route in config.get("routes", [])],
         "runtime": {"python": f"{sys.version_info.major}.{sys.version_info.minor}"},
     }
     known = {item.relative: (item.bytes, item.sha256) for item, _ in files}
@@ -323,6 +320,19 @@ def _write_artifact(
         "packageVersion": config["application"]["version"],
     }
     return epoch, warnings
+
+
+def _route_row(route: Mapping[str, Any], spec_layout: Layout) -> dict[str, Any]:
+    """A manifest route: its family, its module's file, and what a route worker calls."""
+    row = {
+        "id": route["id"],
+        "event": route["families"][0],
+        "path": _module_path(route, spec_layout),
+        "handler": route["handler"],
+    }
+    if route.get("providers"):
+        row["providers"] = list(route["providers"])
+    return row
 
 
 def _module_path(route: Mapping[str, Any], spec_layout: Layout) -> str:
