@@ -17,11 +17,13 @@ Theory of operation (sans-IO: no sockets, no gevent, no JSON; the caller encodes
   window never skips a large event to keep older small ones. An evicted event is gone for good
   (its memory is released, and a reader that already replayed the window must never see an
   older event turn up again), so the window is a function of the previous window plus the new
-  event, not of the whole history.
+  event, not of the whole history. (These readings of the seed are spec/requirements.toml
+  WIN-001 and WIN-002.)
 - Cost: one deque of kept events plus running totals. An append is O(1) plus O(1) per event it
   evicts, and each event is evicted at most once: O(1) amortized, never a scan of the window.
-  The protected document is the only kept event that can sit before an evicted one; when it is
-  the oldest, the next one is evicted from behind it (pop, pop, push back: still O(1)).
+  Only the newest event and the document are protected, so the oldest unprotected event is
+  the first kept one, or the second when the first is the document: then it is evicted from
+  behind the document (pop, pop, push back: still O(1)).
 - `retention()` is the envelope's `retention` (schema RenderRetention): exact counts of the
   events produced and evicted and of the bytes evicted and retained, or None while nothing was
   evicted (the envelope carries it only then). `truncated` is False until the first eviction and
@@ -31,8 +33,8 @@ Theory of operation (sans-IO: no sockets, no gevent, no JSON; the caller encodes
   `reader()` wraps that for a stream: each `read()` returns the events the reader has not seen,
   without gap or duplicate, and the `truncated` frame's data exactly once, on the first read
   after the window evicted anything (whether or not this reader had seen the evicted events:
-  the stream's `truncated` reports the same thing as the envelope's `retention`). Reads cost
-  O(events returned), so a follower pays per new event, not per window.
+  the stream's `truncated` reports the same thing as the envelope's `retention`; WIN-003).
+  Reads cost O(events returned), so a follower pays per new event, not per window.
 - The Agent Document, the result and the outcome are not events and never enter the window;
   the envelope holds them beside it, so the window never truncates them.
 - Not thread-safe by itself: the owner serialises `append` and the reads (one lock, or one
@@ -154,8 +156,8 @@ class RenderWindow(Generic[E]):
         kept = self._kept
         document = self._document
         while len(kept) > self.max_events or self._bytes > self.max_bytes:
-            # kept[-1] is the newest (protected); the protected document is the only other kept
-            # event that can be older than an evictable one, and it is always the oldest then.
+            # Only the newest (kept[-1]) and the document are protected, so the oldest event
+            # that is not is kept[0], or kept[1] when kept[0] is the document: no search.
             if kept[0].sequence == document:
                 if len(kept) <= 2:
                     break  # only the document and the newest are left
