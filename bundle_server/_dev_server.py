@@ -44,6 +44,7 @@ from bundle_server._http.app import BundleApp, create_app
 from bundle_server._http.guard import new_token
 from bundle_server._http.shell import LoopbackShell
 from bundle_server._project_config import host_overrides, read_project_config
+from bundle_server.invocations.service import InvocationService
 from bundle_server.logs.hub import LogBridge, LogHub
 from bundle_server.project.hub import ProjectHub
 from bundle_server.project.lock import ServerLock
@@ -139,6 +140,7 @@ class DevServer:
         self._environ = dict(environ if environ is not None else os.environ)
         self.sessions: SessionManager | None = None
         self.project: ProjectLoop | None = None
+        self.invocations: InvocationService | None = None
         self.project_events = ProjectHub()
         self._lock_file: ServerLock | None = None
         # Whether `open` reached a browser; None when it was not asked for.
@@ -202,6 +204,10 @@ class DevServer:
         # A bundle.config.py is read by the build only: its dev.hosts apply from the first
         # epoch built with it on (an explicit host_executables still wins per host kind).
         self.project.on_adopted(self._adopt_config_hosts)
+        # Routes run in worker processes of the active epoch; never in this one.
+        self.invocations = InvocationService(
+            self.project.active_epoch, functools.partial(self.hub.publish)
+        )
         self._app = create_app(
             port=self.port,
             session_token=self.session_token,
@@ -212,6 +218,7 @@ class DevServer:
             sessions=self.sessions,
             project=self.project,
             check_responses=self._check_responses,
+            invocations=self.invocations,
         )
         self._shell.start(self._app)
         write_receipt_endpoint(self.project_root, self.url, self.receipt_token)
@@ -301,6 +308,8 @@ class DevServer:
                     self.project.close()
                 if self.sessions is not None:
                     self.sessions.close()
+                if self.invocations is not None:
+                    self.invocations.close()
                 self.hub.close()
                 self.logs.close()
                 self.project_events.close()

@@ -24,7 +24,7 @@ from bundle_server._http.routing import HANDLERS, Call, Reply
 from bundle_server.trace.hub import TraceHub
 
 RETENTION = 4
-DELIVERED_GROUPS = {"workbench", "trace", "logs", "receipts", "sessions", "project"}
+DELIVERED_GROUPS = {"workbench", "trace", "logs", "receipts", "sessions", "project", "invocations"}
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_create_app_refuses_unknown_and_unguarded_routes(monkeypatch: pytest.Mon
 def test_unknown_path_is_404_envelope(live: Server, auth: bool) -> None:
     for path in (
         "/nope",
-        "/api/routes/invocations",
+        "/api/runtime/runs",
         "/api//trace",
         "/api/trace/",
         "/trace/",

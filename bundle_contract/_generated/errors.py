@@ -251,6 +251,20 @@ class CursorAhead(RequestError):
     http_status: ClassVar[int] = 409
 
 
+class RouteUnknown(RequestError):
+    """A route invocation names a routeId the active epoch does not have."""
+
+    code: ClassVar[str] = "BX3101"
+    http_status: ClassVar[int] = 404
+
+
+class NoActiveEpoch(RequestError):
+    """A route invocation or runtime run asked for before any build succeeded."""
+
+    code: ClassVar[str] = "BX3102"
+    http_status: ClassVar[int] = 409
+
+
 class TraceUnavailable(RequestError):
     """Trace hub or log store closed or unavailable."""
 
@@ -557,6 +571,8 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX2006": ReceiptOriginRefused,
     "BX3001": CursorMalformed,
     "BX3002": CursorAhead,
+    "BX3101": RouteUnknown,
+    "BX3102": NoActiveEpoch,
     "BX3003": TraceUnavailable,
     "BX4101": HookResultNotObject,
     "BX4102": ReasonWhileContinuing,
@@ -629,6 +645,7 @@ __all__ = [
     "MethodNotAllowed",
     "ModelInvalid",
     "NativeDecodeFailed",
+    "NoActiveEpoch",
     "OriginNotAllowed",
     "PathTokenUnknown",
     "PayloadTooLarge",
@@ -644,6 +661,7 @@ __all__ = [
     "ResultFieldNotAllowed",
     "ResultShapeInvalid",
     "RouteNotFound",
+    "RouteUnknown",
     "RuntimeDependencyNotInstalled",
     "RuntimeDependencyUnevidenced",
     "SessionLimitReached",

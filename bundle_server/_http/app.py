@@ -27,6 +27,7 @@ from werkzeug import exceptions as http
 from werkzeug.wrappers import Request, Response
 
 # Each route group's handlers register themselves by route id on import: one import per group.
+import bundle_server.invocations.handlers
 import bundle_server.logs.handlers
 import bundle_server.project.handlers
 import bundle_server.receipts.handlers
@@ -61,6 +62,7 @@ from bundle_server._http.routing import (
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
+    from bundle_server.invocations.service import InvocationService
     from bundle_server.logs.hub import LogHub
     from bundle_server.project.manager import ProjectLoop
     from bundle_server.sessions.pty import SessionManager
@@ -147,6 +149,7 @@ class BundleApp:
         sessions: SessionManager | None = None,
         project: ProjectLoop | None = None,
         check_responses: bool = True,
+        invocations: InvocationService | None = None,
     ) -> None:
         if keepalive is None:
             keepalive = get_spec().limit("stream-keepalive")["maximum"] / 1000
@@ -166,6 +169,7 @@ class BundleApp:
             mounted=tuple(sorted(self._routes)),
             sessions=sessions,
             project=project,
+            invocations=invocations,
         )
         self._secrets = Secrets(port, session_token, receipt_token, tuple(dev_origins))
         unguarded = sorted(r["id"] for r in self._routes.values() if r["auth"] not in GUARDED_AUTH)
@@ -303,6 +307,7 @@ def create_app(
     sessions: SessionManager | None = None,
     project: ProjectLoop | None = None,
     check_responses: bool = True,
+    invocations: InvocationService | None = None,
 ) -> BundleApp:
     """The WSGI app of the routes that have a handler (by default every registered one).
 
@@ -310,10 +315,10 @@ def create_app(
     `session_token` authorizes browser routes, `receipt_token` (a fresh random one when not
     given) the receipt route. `keepalive` overrides the NDJSON keep-alive interval (seconds;
     `stream-keepalive` by default); `sessions` is the host-session manager the session routes
-    use, `project` the project loop the project routes read. With `check_responses`, every
-    JSON response is held to its route's schema first (a mismatch is a logged 500, never
-    sent). Raises ValueError for a handler without a route
-    row or a route whose auth class has no guard yet.
+    use, `project` the project loop the project routes read, `invocations` the route
+    invocations. With `check_responses`, every JSON response is held to its route's schema
+    first (a mismatch is a logged 500, never sent). Raises ValueError for a handler without a
+    route row or a route whose auth class has no guard yet.
     """
     from bundle_server._http.guard import new_token
     from bundle_server.logs.hub import LogHub
@@ -330,4 +335,5 @@ def create_app(
         sessions=sessions,
         project=project,
         check_responses=check_responses,
+        invocations=invocations,
     )

@@ -22,6 +22,7 @@ from bundle_contract._spec import get_spec, plain
 if TYPE_CHECKING:
     from werkzeug.wrappers import Request
 
+    from bundle_server.invocations.service import InvocationService
     from bundle_server.logs.hub import LogHub
     from bundle_server.project.manager import ProjectLoop
     from bundle_server.sessions.pty import SessionManager
@@ -47,6 +48,8 @@ class ServerState:
     sessions: SessionManager | None = None
     # The project loop (builds, epochs, project events); None in an app for tests.
     project: ProjectLoop | None = None
+    # Route invocations of the active epoch; None where routes cannot run.
+    invocations: InvocationService | None = None
 
     def is_host_session(self, session_id: str) -> bool:
         """Whether `session_id` names a host session this server started (AB8266 if not)."""

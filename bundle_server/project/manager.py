@@ -159,6 +159,12 @@ class ProjectLoop:
         with self._lock:
             return self._config
 
+    def active_epoch(self) -> tuple[str, Path] | None:
+        """The active epoch's id and artifact directory (None before the first success)."""
+        with self._lock:
+            active = self._artifact.get("activeEpoch")
+            return None if active is None else (active["id"], self.epochs / active["id"])
+
     def attachment(self, host: str) -> Attachment | None:
         """The adopted epoch's install for `host`, or None when none is attached."""
         with self._lock:

@@ -1,0 +1,136 @@
+"""The route invocation routes (`invocations.create`, `.list`, `.get`, `.cancel`, `.stream`),
+registered by route id; the service they use is `invocations.service.InvocationService`.
+
+A run happens on a thread of its own (the route in a worker process); these handlers run in the
+server's gevent loop and must never block it: they wait for an invocation with a `GreenWaker`
+the invocation wakes from the run's thread.
+
+The stream (server-sent events): the window's replay and the run's trace entries first, then
+live `render` and `trace` events, `truncated` once (before the first render event after an
+eviction), and the terminating `final` with the final envelope; the connection closes after it.
+A stream opened after the run ended gets the same replay, then `final` at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from werkzeug.wrappers import Response
+
+from bundle_contract._generated.errors import TraceUnavailable
+from bundle_server._http.routing import Call, Reply, handler
+from bundle_server._streams.hangup import Hangup, hangup_of
+from bundle_server._streams.ndjson import GreenWaker, StreamBody
+from bundle_server.invocations.service import Invocation, InvocationService
+
+EVENT_STREAM = "text/event-stream"
+# How often a waiting request looks again without being woken (a safety net: a wake is sent on
+# every change).
+POLL_SECONDS = 1.0
+
+
+def _service(call: Call) -> InvocationService:
+    service = call.state.invocations
+    if service is None:
+        raise TraceUnavailable("this server runs no routes")
+    return service
+
+
+def wait_final(invocation: Invocation) -> None:
+    """Wait, cooperatively, until `invocation` is final."""
+    waker = GreenWaker()
+    with invocation.lock:
+        invocation.wakes.add(waker.wake)
+    try:
+        while not invocation.final:
+            waker.wait(POLL_SECONDS)
+    finally:
+        with invocation.lock:
+            invocation.wakes.discard(waker.wake)
+        waker.close()
+
+
+@handler("invocations.create")
+def create(call: Call) -> Reply:
+    """200 with the final envelope, or 202 with the running one when `stream` is true."""
+    invocation = _service(call).start(call.body)
+    if call.body.get("stream"):
+        with invocation.lock:
+            return Reply(202, {"invocation": invocation.envelope()})
+    wait_final(invocation)
+    with invocation.lock:
+        return Reply(200, {"invocation": invocation.envelope()})
+
+
+@handler("invocations.list")
+def recent(call: Call) -> dict[str, Any]:
+    limit = call.query.get("limit") or call.route["query"]["limit"].get("default", 50)
+    rows = []
+    for invocation in _service(call).recent(limit):
+        with invocation.lock:
+            rows.append(invocation.summary())
+    return {"invocations": rows}
+
+
+@handler("invocations.get")
+def item(call: Call) -> dict[str, Any]:
+    invocation = _service(call).get(call.params["invocationId"])
+    with invocation.lock:
+        return {"invocation": invocation.envelope()}
+
+
+@handler("invocations.cancel")
+def cancel(call: Call) -> Reply:
+    """202 with the final (cancelled) envelope; AB8256 when it was already final."""
+    invocation = _service(call).cancel(call.params["invocationId"])
+    with invocation.lock:
+        return Reply(202, {"invocation": invocation.envelope()})
+
+
+@handler("invocations.stream")
+def stream(call: Call) -> Response:
+    invocation = _service(call).get(call.params["invocationId"])
+    waker = GreenWaker()
+    with invocation.lock:
+        invocation.wakes.add(waker.wake)
+
+    def release() -> None:
+        with invocation.lock:
+            invocation.wakes.discard(waker.wake)
+        waker.close()
+
+    events = _events(invocation, waker, hangup_of(call.request.environ))
+    response = Response(StreamBody(events, release), mimetype=EVENT_STREAM, direct_passthrough=True)
+    response.headers["Connection"] = "close"
+    response.headers["X-Accel-Buffering"] = "no"
+    return response
+
+
+def event(name: str, data: Any) -> bytes:
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {name}\ndata: {text}\n\n".encode()
+
+
+def _events(invocation: Invocation, waker: GreenWaker, hangup: Hangup | None) -> Iterator[bytes]:
+    if hangup is not None:
+        hangup.watch(waker.wake)
+    reader = invocation.window.reader()
+    traced = 0
+    while hangup is None or not hangup.gone:
+        with invocation.lock:
+            batch = reader.read()
+            entries = invocation.trace[traced:]
+            traced = len(invocation.trace)
+            final = invocation.envelope() if invocation.final else None
+        chunk = b"".join(event("trace", entry) for entry in entries)
+        if batch.truncated is not None:
+            chunk += event("truncated", batch.truncated)
+        chunk += b"".join(event("render", entry.event) for entry in batch.entries)
+        if final is not None:
+            yield chunk + event("final", {"invocation": final})
+            return
+        if chunk:
+            yield chunk
+        waker.wait(POLL_SECONDS)

@@ -1,0 +1,384 @@
+"""Route invocations: running a route of the active epoch, and what each run leaves behind.
+
+Theory of operation:
+
+- `InvocationService.start(request)` checks the request against the active epoch (its route
+  must exist there), makes an `Invocation` (status `running`), and runs it on a thread of its
+  own: the route runs in a worker process (`runtime.RouteWorker`), and the thread only waits
+  for its replies. `shared` keeps one warm worker per epoch, and its jobs take turns (a lock
+  per epoch); a worker that ended (a cancel, a crash, a hang) is replaced for the next job.
+- Every reply lands in the invocation under its lock: a render event enters its render-history
+  window (`window.RenderWindow`: 256 events, 2 MiB, the newest and the newest document kept), a
+  kernel trace event becomes a unified-trace entry (source `invocation`, kind `kernel.<kind>`,
+  correlated by invocationId, routeId, epochId, correlationId and requestId, with an `href` to
+  the invocation rather than a copy of it), the final reply makes it final. Each change calls
+  the invocation's wakes (the streams' GreenWaker), from the run's thread.
+- Exactly one final state: the first of completion, failure or `cancel()` wins, under the
+  lock; a cancel of a final invocation is AB8256. A cancel ends the worker at once (its process
+  group is killed), so the route's code really stops; the final envelope has no outcome.
+- The envelope (`envelope()`) is the seed's: input, provenance (`context`: epoch, route,
+  family, runtime, fixture), providers, the window's render events, the Agent Document,
+  result, projections, diagnostics (what the run printed, a failure), timings, status,
+  outcome, and `retention` only once events were evicted. The newest `invocation-retention`
+  invocations are kept; older final ones are forgotten.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from bundle_contract._generated.errors import (
+    InvocationAlreadyFinal,
+    NoActiveEpoch,
+    RouteNotFound,
+    RouteUnknown,
+    TraceUnavailable,
+)
+from bundle_contract._spec import get_spec
+from bundle_server.invocations.runtime import Message, RouteWorker
+from bundle_server.invocations.window import RenderWindow
+
+Wake = Callable[[], None]
+# `publish(source, kind, summary, correlation, **optional)`: the trace hub's publish.
+Publish = Callable[..., object]
+FINAL = ("completed", "failed", "cancelled")
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@cache
+def kept_invocations() -> int:
+    kept: int = get_spec().limit("invocation-retention")["maximum"]
+    return kept
+
+
+ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def invocation_id() -> str:
+    """`ri_` and 16 random base-36 characters (InvocationId.json)."""
+    return "ri_" + "".join(secrets.choice(ID_ALPHABET) for _ in range(16))
+
+
+class Invocation:
+    """One route invocation; its fields change under `lock` only (see the module docstring)."""
+
+    def __init__(self, request: Mapping[str, Any], epoch_id: str, route: Mapping[str, Any]) -> None:
+        self.lock = threading.Lock()
+        self.id = invocation_id()
+        self.request = dict(request)
+        self.epoch_id = epoch_id
+        self.route = dict(route)
+        self.status = "running"
+        self.outcome: str | None = None
+        self.document: Any = None
+        self.result: Any = None
+        self.providers: dict[str, Any] = {}
+        self.diagnostics: list[dict[str, Any]] = []
+        self.started_at = now()
+        self.completed_at: str | None = None
+        self.duration_ms: float | None = None
+        self.window: RenderWindow[dict[str, Any]] = RenderWindow()
+        self.trace: list[dict[str, Any]] = []  # the trace entries of this run, in order
+        self.wakes: set[Wake] = set()
+        self.done = threading.Event()
+        self.worker: RouteWorker | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.status in FINAL
+
+    def correlation(self) -> dict[str, str]:
+        keys = {
+            "invocationId": self.id,
+            "routeId": self.route["id"],
+            "epochId": self.epoch_id,
+            "correlationId": self.request.get("correlationId"),
+            "requestId": self.request.get("requestId"),
+        }
+        return {key: value for key, value in keys.items() if value}
+
+    def _wake(self) -> None:
+        # Under the lock: the wakes must not block (GreenWaker.wake: an async send).
+        for wake in list(self.wakes):
+            wake()
+
+    def envelope(self) -> dict[str, Any]:
+        """The RouteInvocation envelope now (take the lock first)."""
+        envelope: dict[str, Any] = {
+            "id": self.id,
+            "routeId": self.route["id"],
+            "status": self.status,
+            "input": self.request.get("input"),
+            "context": {
+                "epochId": self.epoch_id,
+                "routeId": self.route["id"],
+                "family": self.route["event"],
+                "runtime": "shared",
+            }
+            | ({"fixture": self.request["eventFixture"]} if "eventFixture" in self.request else {}),
+            "providers": self.providers,
+            "renderEvents": self.window.events(),
+            "document": self.document,
+            "result": self.result,
+            "projections": {},
+            "diagnostics": self.diagnostics,
+            "timings": {"startedAt": self.started_at}
+            | ({"completedAt": self.completed_at} if self.completed_at else {})
+            | ({"durationMs": self.duration_ms} if self.duration_ms is not None else {}),
+        }
+        for key in ("correlationId", "requestId"):
+            if key in self.request:
+                envelope[key] = self.request[key]
+        if self.outcome is not None:
+            envelope["outcome"] = self.outcome
+        retention = self.window.retention()
+        if retention is not None:
+            envelope["retention"] = retention
+        return envelope
+
+    def summary(self) -> dict[str, Any]:
+        """Its row of the invocation list (take the lock first)."""
+        row: dict[str, Any] = {
+            "id": self.id,
+            "routeId": self.route["id"],
+            "status": self.status,
+            "startedAt": self.started_at,
+            "diagnostics": {
+                "errors": sum(1 for d in self.diagnostics if d.get("severity") == "error"),
+                "warnings": sum(1 for d in self.diagnostics if d.get("severity") == "warning"),
+                "infos": sum(1 for d in self.diagnostics if d.get("severity") == "info"),
+            },
+        }
+        for key in ("correlationId", "requestId"):
+            if key in self.request:
+                row[key] = self.request[key]
+        if self.outcome is not None:
+            row["outcome"] = self.outcome
+        if self.completed_at is not None:
+            row["completedAt"] = self.completed_at
+        if self.duration_ms is not None:
+            row["durationMs"] = self.duration_ms
+        return row
+
+
+class InvocationService:
+    """The invocations of one server: start, list, get, cancel; see the module docstring."""
+
+    def __init__(
+        self,
+        active_epoch: Callable[[], tuple[str, Path] | None],
+        publish: Publish | None = None,
+    ) -> None:
+        self._active_epoch = active_epoch
+        self._publish = publish
+        self._lock = threading.Lock()
+        self._invocations: OrderedDict[str, Invocation] = OrderedDict()
+        self._workers: dict[str, RouteWorker] = {}
+        self._turns: dict[str, threading.Lock] = {}
+        self._closed = False
+
+    # --- asking ---
+
+    def start(self, request: Mapping[str, Any]) -> Invocation:
+        """Check `request` (RouteInvocationRequest) and start its run; raises the request's
+        errors (no active epoch, an unknown route) before anything runs."""
+        active = self._active_epoch()
+        if active is None:
+            raise NoActiveEpoch("no epoch is active yet: the project has not built")
+        epoch_id, root = active
+        route = self._route(root, request["routeId"])
+        invocation = Invocation(request, epoch_id, route)
+        with self._lock:
+            self._invocations[invocation.id] = invocation
+            self._forget_old()
+        threading.Thread(
+            target=self._run, args=(invocation, root), name=f"route {route['id']}", daemon=True
+        ).start()
+        return invocation
+
+    def _route(self, root: Path, route_id: str) -> dict[str, Any]:
+        try:
+            manifest = json.loads((root / "bundle.manifest.json").read_bytes())
+        except (OSError, ValueError):
+            manifest = {}
+        for route in manifest.get("routes", []):
+            if route.get("id") == route_id and "handler" in route:
+                return dict(route)
+        raise RouteUnknown(
+            f"the active epoch has no route {route_id!r}", {"routeId": route_id[:128]}
+        )
+
+    def _forget_old(self) -> None:
+        # Under the service lock: the oldest final invocations past the bound go.
+        excess = len(self._invocations) - kept_invocations()
+        for key in list(self._invocations):
+            if excess <= 0:
+                break
+            if self._invocations[key].final:
+                del self._invocations[key]
+                excess -= 1
+
+    def get(self, invocation_id: str) -> Invocation:
+        with self._lock:
+            invocation = self._invocations.get(invocation_id)
+        if invocation is None:
+            raise RouteNotFound("no invocation with that id", {"invocationId": invocation_id[:64]})
+        return invocation
+
+    def recent(self, limit: int) -> list[Invocation]:
+        """The newest `limit` invocations, newest first."""
+        with self._lock:
+            return list(reversed(self._invocations.values()))[:limit]
+
+    def cancel(self, invocation_id: str) -> Invocation:
+        """Cancel a running invocation (its route's code stops now); AB8256 once it is final."""
+        invocation = self.get(invocation_id)
+        with invocation.lock:
+            if invocation.final:
+                raise InvocationAlreadyFinal(
+                    f"invocation {invocation.id} is already {invocation.status}",
+                    {"invocationId": invocation.id, "status": invocation.status},
+                )
+            self._finish(invocation, {"status": "cancelled"})
+            worker = invocation.worker
+        if worker is not None:
+            worker.cancel()
+        return invocation
+
+    # --- running (the run's own thread) ---
+
+    def _run(self, invocation: Invocation, root: Path) -> None:
+        epoch = invocation.epoch_id
+        turn = self._turns.setdefault(epoch, threading.Lock())
+        with turn:  # the shared worker of an epoch runs one job at a time
+            with invocation.lock:
+                if invocation.final:
+                    return  # cancelled while it waited for its turn
+                worker = self._worker(epoch, root)
+                invocation.worker = worker
+            job = {
+                "id": invocation.id,
+                "handler": invocation.route["handler"],
+                "providers": invocation.route.get("providers", []),
+                "event": {"family": invocation.route["event"], "payload": {}},
+                "input": invocation.request.get("input"),
+                "args": invocation.request.get("args"),
+            }
+            try:
+                final = worker.run(job, lambda message: self._message(invocation, message))
+            except RuntimeError as error:  # the worker ended before it could take the job
+                final = {
+                    "status": "failed",
+                    "error": {"name": "RouteWorkerEnded", "message": str(error)},
+                }
+            printed = worker.output()
+        with invocation.lock:
+            for line in printed[-20:]:
+                invocation.diagnostics.append(
+                    {"severity": "info", "code": "ROUTE-OUTPUT", "message": line[:500]}
+                )
+            if not invocation.final:
+                self._finish(invocation, final)
+        self._trace(invocation, f"invocation.{invocation.status}", status=invocation.status)
+
+    def _worker(self, epoch: str, root: Path) -> RouteWorker:
+        with self._lock:
+            worker = self._workers.get(epoch)
+            if worker is None or not worker.alive:
+                if worker is not None:
+                    worker.close()
+                worker = self._workers[epoch] = RouteWorker(root)
+            return worker
+
+    def _message(self, invocation: Invocation, message: Message) -> None:
+        if message.get("type") == "render":
+            data = {key: message[key] for key in ("kind", "data", "document") if key in message}
+            encoded = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+            with invocation.lock:
+                if invocation.final:
+                    return
+                event = {
+                    "sequence": invocation.window.next_sequence,
+                    "at": now(),
+                    "kind": message.get("kind", "render"),
+                    "bytes": len(encoded.encode("utf-8")),
+                    "hasDocument": "document" in message,
+                    "data": message.get("data"),
+                }
+                if "document" in message:
+                    invocation.document = message["document"]
+                invocation.window.append(event, event["bytes"], document=event["hasDocument"])
+                invocation._wake()
+        elif message.get("type") == "trace":
+            self._trace(invocation, f"kernel.{message.get('kind', 'event')}", details=message)
+
+    def _trace(self, invocation: Invocation, kind: str, **extra: Any) -> None:
+        details = extra.get("details")
+        status = "error" if kind.endswith("failure") or extra.get("status") == "failed" else None
+        entry: Any = None
+        if self._publish is not None:
+            optional: dict[str, Any] = {"href": f"/api/routes/invocations/{invocation.id}"}
+            if status:
+                optional["status"] = status
+            if details:
+                optional["details"] = {k: v for k, v in details.items() if k not in ("id", "type")}
+            try:
+                entry = self._publish(
+                    "invocation",
+                    kind,
+                    f"route {invocation.route['id']}: {kind}",
+                    invocation.correlation(),
+                    **optional,
+                )
+            except TraceUnavailable:  # a closed trace hub (the server stops) ends no run
+                entry = None
+        if entry is not None:
+            with invocation.lock:
+                invocation.trace.append(dict(entry))
+                invocation._wake()
+
+    def _finish(self, invocation: Invocation, final: Mapping[str, Any]) -> None:
+        # Under the invocation's lock: the one final state.
+        invocation.status = final.get("status", "failed")
+        if invocation.status == "completed":
+            invocation.result = final.get("result")
+            invocation.outcome = final.get("outcome")
+        if final.get("document") is not None:
+            invocation.document = final["document"]
+        if isinstance(final.get("providers"), dict):
+            invocation.providers = final["providers"]
+        if "error" in final:
+            error = final["error"]
+            invocation.diagnostics.append(
+                {
+                    "severity": "error",
+                    "code": "ROUTE-FAILED",
+                    "message": f"{error.get('name')}: {error.get('message')}"[:2000],
+                }
+            )
+        invocation.completed_at = now()
+        started = datetime.fromisoformat(invocation.started_at.replace("Z", "+00:00"))
+        ended = datetime.fromisoformat(invocation.completed_at.replace("Z", "+00:00"))
+        invocation.duration_ms = round((ended - started).total_seconds() * 1000, 3)
+        invocation.done.set()
+        invocation._wake()
+
+    def close(self) -> None:
+        """End every worker (their routes stop)."""
+        with self._lock:
+            self._closed = True
+            workers = list(self._workers.values())
+            self._workers.clear()
+        for worker in workers:
+            worker.close()

@@ -1,0 +1,215 @@
+"""Route invocations over HTTP against a real development server (the route runs in a worker
+process of the active epoch): the envelope, streaming, cancel, the list, the window, the trace,
+and the request's errors."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _projects import config, write_project
+from _session_client import Client
+
+from bundle_contract._schemas import reference_validator
+from bundle_server import start_dev_server
+from bundle_server._dev_server import DevServer
+
+ROUTES = """
+import time
+
+def review(event, context):
+    context.render("heading", {"text": "Review of " + event["family"]})
+    context.render("summary", None, document={"title": "turn ended", "input": context.input})
+    return {"family": event["family"], "input": context.input}
+
+def hangs(event, context):
+    context.render("started", None)
+    time.sleep(60)
+
+def floods(event, context):
+    for index in range(300):
+        context.render("line", {"index": index, "pad": "x" * 10000})
+    return {"lines": 300}
+
+def breaks(event, context):
+    raise RuntimeError("the route broke")
+"""
+
+
+def routes(*names: str) -> list[dict[str, Any]]:
+    return [
+        {"id": name, "handler": f"bundle_routes:{name}", "families": ["stop"]} for name in names
+    ]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    root = tmp_path_factory.mktemp("invocations")
+    project = write_project(
+        root / "p",
+        config(routes=routes("review", "hangs", "floods", "breaks")),
+        files={"bundle_routes.py": ROUTES},
+    )
+    running = start_dev_server(
+        project, check_responses=True, watch=False, environ={"BUNDLE_STATE_ROOT": str(root / "s")}
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while running.project is None or running.project.active_epoch() is None:
+            assert time.monotonic() < deadline, "the project never built"
+            time.sleep(0.05)
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.fixture
+def client(server: DevServer) -> Client:
+    return Client(server.port, server.session_token)
+
+
+def invoke(client: Client, **body: Any) -> tuple[int, dict[str, Any]]:
+    reply = client.request("POST", "/api/routes/invocations", body, timeout=60)
+    return reply.status, reply.json()
+
+
+def sse(client: Client, invocation_id: str) -> list[tuple[str, Any]]:
+    """Every event of an invocation's stream, until the server closes it after `final`."""
+    conn = client.connect("GET", f"/api/routes/invocations/{invocation_id}/stream", timeout=60)
+    response = conn.getresponse()
+    assert response.status == 200
+    events = []
+    for block in response.read().decode().split("\n\n"):
+        if block.startswith("event: "):
+            name, data = block.split("\n", 1)
+            events.append((name.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
+    conn.close()
+    return events
+
+
+def test_a_route_runs_and_answers_its_final_envelope(client: Client) -> None:
+    status, body = invoke(
+        client, routeId="review", input={"n": 1}, correlationId="c-1", requestId="r-1"
+    )
+    assert status == 200
+    invocation = body["invocation"]
+    reference_validator("RouteInvocation.json").validate(invocation)
+    assert invocation["status"] == "completed" and invocation["outcome"] == "render"
+    assert invocation["result"] == {"family": "stop", "input": {"n": 1}}
+    assert invocation["document"] == {"title": "turn ended", "input": {"n": 1}}
+    assert [e["kind"] for e in invocation["renderEvents"]] == ["heading", "summary"]
+    assert [e["hasDocument"] for e in invocation["renderEvents"]] == [False, True]
+    assert (invocation["correlationId"], invocation["requestId"]) == ("c-1", "r-1")
+    assert "retention" not in invocation
+    # The run's kernel events are in the unified trace, correlated by the invocation.
+    reply = client.request("GET", "/api/trace?after=0")
+    mine = [
+        e
+        for e in reply.json()["entries"]
+        if e["correlation"].get("invocationId") == invocation["id"]
+    ]
+    kinds = [e["kind"] for e in mine]
+    assert kinds[0] == "kernel.execute.start" and kinds[-1] == "invocation.completed"
+    assert all(e["correlation"]["correlationId"] == "c-1" for e in mine)
+    assert all(e["href"] == f"/api/routes/invocations/{invocation['id']}" for e in mine)
+
+
+def test_a_streamed_invocation_answers_202_then_streams_to_final(client: Client) -> None:
+    status, body = invoke(client, routeId="review", stream=True)
+    assert status == 202 and body["invocation"]["status"] == "running"
+    events = sse(client, body["invocation"]["id"])
+    names = [name for name, _ in events]
+    assert names[-1] == "final" and names.count("final") == 1
+    assert [d["kind"] for name, d in events if name == "render"] == ["heading", "summary"]
+    assert "trace" in names and "truncated" not in names
+    final = events[-1][1]["invocation"]
+    assert final["status"] == "completed"
+    # Opened after the end: the same replay, then final at once.
+    again = [name for name, _ in sse(client, final["id"])]
+    assert again.count("render") == 2 and again[-1] == "final"
+
+
+def test_cancel_stops_a_running_route_once(client: Client) -> None:
+    _, body = invoke(client, routeId="hangs", stream=True)
+    invocation_id = body["invocation"]["id"]
+    time.sleep(0.5)
+    reply = client.request("POST", f"/api/routes/invocations/{invocation_id}/cancel", {})
+    assert reply.status == 202
+    cancelled = reply.json()["invocation"]
+    assert cancelled["status"] == "cancelled" and "outcome" not in cancelled
+    again = client.request("POST", f"/api/routes/invocations/{invocation_id}/cancel", {})
+    assert (again.status, again.code()) == (409, "AB8256")
+    events = sse(client, invocation_id)
+    assert [name for name, _ in events].count("final") == 1
+    assert events[-1][1]["invocation"]["status"] == "cancelled"
+    # The next run gets a fresh worker.
+    assert invoke(client, routeId="review")[1]["invocation"]["status"] == "completed"
+
+
+def test_a_route_that_raises_is_a_failed_invocation_with_a_diagnostic(client: Client) -> None:
+    status, body = invoke(client, routeId="breaks")
+    assert status == 200
+    invocation = body["invocation"]
+    assert invocation["status"] == "failed" and "outcome" not in invocation
+    messages = [d["message"] for d in invocation["diagnostics"] if d["severity"] == "error"]
+    assert messages == ["RuntimeError: the route broke"]
+
+
+def test_a_flood_of_render_events_is_windowed_with_exact_retention(client: Client) -> None:
+    _, body = invoke(client, routeId="floods", stream=True)
+    events = sse(client, body["invocation"]["id"])
+    final = events[-1][1]["invocation"]
+    assert final["status"] == "completed" and final["result"] == {"lines": 300}
+    kept = final["renderEvents"]
+    retention = final["retention"]
+    assert retention["producedEvents"] == 300
+    assert retention["evictedEvents"] == 300 - len(kept)
+    assert retention["retainedBytes"] == sum(e["bytes"] for e in kept)
+    assert retention["retainedBytes"] <= 2 * 1024 * 1024 and kept[-1]["data"]["index"] == 299
+    assert [name for name, _ in events].count("truncated") == 1
+
+
+def test_the_list_is_newest_first_and_bounded(client: Client) -> None:
+    first = invoke(client, routeId="review")[1]["invocation"]["id"]
+    second = invoke(client, routeId="review")[1]["invocation"]["id"]
+    reply = client.request("GET", "/api/routes/invocations?limit=2")
+    assert reply.status == 200
+    rows = reply.json()["invocations"]
+    assert [row["id"] for row in rows] == [second, first]
+    item = client.request("GET", f"/api/routes/invocations/{first}")
+    assert item.status == 200 and item.json()["invocation"]["id"] == first
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"routeId": "nope"}, 404, "BX3101"),
+        ({"routeId": "review", "extra": 1}, 400, "BX1004"),
+        ({}, 400, "BX1004"),
+    ],
+)
+def test_bad_requests_are_refused_in_the_envelope(
+    client: Client, body: dict[str, Any], status: int, code: str
+) -> None:
+    reply = client.request("POST", "/api/routes/invocations", body)
+    assert (reply.status, reply.code()) == (status, code)
+
+
+def test_unknown_invocations_are_404(client: Client) -> None:
+    for path in ("", "/stream"):
+        reply = client.request("GET", f"/api/routes/invocations/ri_0000000000000000{path}")
+        assert (reply.status, reply.code()) == (404, "BX1001")
+
+
+def test_without_an_active_epoch_an_invocation_is_409(tmp_path: Path) -> None:
+    server = start_dev_server(tmp_path, watch=False, environ={"BUNDLE_STATE_ROOT": str(tmp_path)})
+    try:
+        client = Client(server.port, server.session_token)
+        reply = client.request("POST", "/api/routes/invocations", {"routeId": "review"})
+        assert (reply.status, reply.code()) == (409, "BX3102")
+    finally:
+        server.close()
