@@ -30,6 +30,7 @@ Theory of operation:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -56,11 +57,15 @@ class RouteContext:
         """Send one render event now; with `document`, it bears the run's Agent Document."""
         if not isinstance(kind, str) or not kind:
             raise ValueError("a render event needs a non-empty kind")
-        message: dict[str, Any] = {"type": "render", "kind": kind, "data": data}
+        event: dict[str, Any] = {"kind": kind, "data": data}
         if document is not None:
-            message["document"] = document
+            event["document"] = document
+        # The event's serialized size (RenderEvent `bytes`, what the window counts), measured
+        # here where it is encoded anyway, so the server does not encode it again.
+        size = len(json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode())
+        if document is not None:
             self.document = document
-        self._replies.send(self.invocation_id, message)
+        self._replies.send(self.invocation_id, {"type": "render", "bytes": size, **event})
 
 
 class Replies:
@@ -97,7 +102,8 @@ def outcome_of(result: Any, document: Any) -> str:
     return "render" if document is not None else "continue"
 
 
-def run(job: Mapping[str, Any], replies: Replies, runtime: str) -> None:
+def run(job: Mapping[str, Any], replies: Replies, runtime: str) -> dict[str, Any]:
+    """Run one job, sending its trace and render replies; its final reply (not yet sent)."""
     invocation = job["id"]
     context = RouteContext(job, replies)
     phase = "execute"
@@ -121,30 +127,36 @@ def run(job: Mapping[str, Any], replies: Replies, runtime: str) -> None:
             raise
         replies.trace(invocation, "failure", phase, error=summarize(error))
         traceback.print_exc(file=sys.stderr)
-        replies.send(
-            invocation,
-            {
-                "type": "final",
-                "status": "failed",
-                "error": summarize(error),
-                "providers": _jsonable(context.providers),
-                "document": _jsonable(context.document),
-                "durationMs": round((time.monotonic() - started) * 1000, 3),
-            },
-        )
-        return
-    replies.send(
-        invocation,
-        {
+        return {
             "type": "final",
-            "status": "completed",
-            "result": result,
-            "document": context.document,
+            "status": "failed",
+            "error": summarize(error),
             "providers": _jsonable(context.providers),
-            "outcome": outcome_of(result, context.document),
+            "document": _jsonable(context.document),
             "durationMs": round((time.monotonic() - started) * 1000, 3),
-        },
-    )
+        }
+    return {
+        "type": "final",
+        "status": "completed",
+        "result": result,
+        "document": context.document,
+        "providers": _jsonable(context.providers),
+        "outcome": outcome_of(result, context.document),
+        "durationMs": round((time.monotonic() - started) * 1000, 3),
+    }
+
+
+# Written to fd 1 after a job's output, before its final reply: the server's reader of the
+# output knows it has every line the job printed (the two pipes are read by two threads).
+OUTPUT_END = "\x00route-output-end "
+
+
+def end_output(invocation: str) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # route code may have replaced or closed them
+            stream.flush()
+    with contextlib.suppress(OSError):
+        os.write(1, f"{OUTPUT_END}{invocation}\n".encode())
 
 
 def _jsonable(value: Any) -> Any:
@@ -174,9 +186,9 @@ def main(argv: list[str] | None = None) -> None:
         job = json.loads(line)
         if job.get("op") != "run":
             break
-        run(job, replies, args.runtime)
-        sys.stdout.flush()
-        sys.stderr.flush()
+        final = run(job, replies, args.runtime)
+        end_output(job["id"])
+        replies.send(job["id"], final)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,27 @@ def floods(event, context):
 
 def breaks(event, context):
     raise RuntimeError("the route broke")
+
+def prints(event, context):
+    print("a line the route printed")
+    return "done"
+
+def exits(event, context):
+    import sys
+    sys.exit(3)
+
+def dies(event, context):
+    import os
+    os._exit(9)
+
+def big(event, context):
+    chunk = "y" * (1 << 20)
+    for index in range(context.input["events"]):
+        context.render("big", {"index": index, "blob": chunk})
+    return {"events": context.input["events"]}
+
+def quick(event, context):
+    return context.input
 """
 
 
@@ -51,7 +72,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     root = tmp_path_factory.mktemp("invocations")
     project = write_project(
         root / "p",
-        config(routes=routes("review", "hangs", "floods", "breaks")),
+        config(
+            routes=routes(
+                "review", "hangs", "floods", "breaks", "prints", "exits", "dies", "big", "quick"
+            )
+        ),
         files={"bundle_routes.py": ROUTES},
     )
     running = start_dev_server(
@@ -213,3 +238,71 @@ def test_without_an_active_epoch_an_invocation_is_409(tmp_path: Path) -> None:
         assert (reply.status, reply.code()) == (409, "BX3102")
     finally:
         server.close()
+
+
+@pytest.mark.parametrize(
+    ("route", "expected"),
+    [("exits", "SystemExit: 3"), ("dies", "RouteWorkerEnded: the route worker exited")],
+)
+def test_a_route_that_exits_fails_its_invocation_and_the_next_one_runs(
+    client: Client, route: str, expected: str
+) -> None:
+    invocation = invoke(client, routeId=route)[1]["invocation"]
+    assert invocation["status"] == "failed"
+    errors = [d["message"] for d in invocation["diagnostics"] if d["severity"] == "error"]
+    assert len(errors) == 1 and errors[0].startswith(expected)
+    assert invoke(client, routeId="quick", input=1)[1]["invocation"]["result"] == 1
+
+
+def test_what_a_route_prints_is_a_diagnostic_not_a_reply(client: Client) -> None:
+    invocation = invoke(client, routeId="prints")[1]["invocation"]
+    assert invocation["status"] == "completed" and invocation["result"] == "done"
+    infos = [d["message"] for d in invocation["diagnostics"] if d["severity"] == "info"]
+    assert "a line the route printed" in infos
+
+
+def test_ten_thousand_render_events_of_a_mebibyte_keep_the_window_and_the_server(
+    client: Client,
+) -> None:
+    # 10 GiB of render events: the run may finish or be ended at its render time bound; either
+    # way the window holds its bounds, keeps the newest, counts exactly, and the server answers.
+    began = time.monotonic()
+    invocation = invoke(client, routeId="big", input={"events": 10_000})[1]["invocation"]
+    print(f"\n10,000 render events of 1 MiB: {time.monotonic() - began:.1f} s")
+    kept = invocation["renderEvents"]
+    produced = invocation["retention"]["producedEvents"]
+    if invocation["status"] == "completed":
+        assert produced == 10_000
+    else:
+        messages = [d["message"] for d in invocation["diagnostics"] if d["severity"] == "error"]
+        assert any("render time bound" in m for m in messages), messages
+    assert invocation["retention"]["evictedEvents"] == produced - len(kept)
+    assert kept[-1]["data"]["index"] == produced - 1  # the newest is always kept
+    assert invocation["retention"]["retainedBytes"] == sum(e["bytes"] for e in kept)
+    assert sum(e["bytes"] for e in kept) <= 2 * (1 << 20) + (1 << 20) + 64
+    assert client.request("GET", "/api/trace?after=0").status == 200
+
+
+def test_a_cancel_racing_the_completion_leaves_exactly_one_final_state(client: Client) -> None:
+    for _ in range(20):
+        started = invoke(client, routeId="quick", input=0, stream=True)[1]["invocation"]
+        reply = client.request("POST", f"/api/routes/invocations/{started['id']}/cancel", {})
+        assert reply.status in (202, 409)
+        events = sse(client, started["id"])
+        assert [name for name, _ in events].count("final") == 1
+        final = events[-1][1]["invocation"]
+        item = client.request("GET", f"/api/routes/invocations/{started['id']}").json()
+        assert item["invocation"]["status"] == final["status"]
+        if reply.status == 202:
+            assert final["status"] == "cancelled" and "outcome" not in final
+        else:
+            assert reply.code() == "AB8256" and final["status"] == "completed"
+
+
+def test_a_hundred_concurrent_invocations_all_end(client: Client) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(20) as pool:
+        results = list(pool.map(lambda n: invoke(client, routeId="quick", input=n), range(100)))
+    assert sorted(body["invocation"]["result"] for _, body in results) == list(range(100))
+    assert all(status == 200 for status, _ in results)

@@ -35,12 +35,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from bundle_contract._route_worker import OUTPUT_END
 from bundle_contract._spec import get_spec
 
 Message = dict[str, Any]
 # Lines of a run's stdout and stderr kept as its diagnostics (the newest).
 OUTPUT_LINES = 200
 _EOF: Message = {"type": "eof"}
+# How long a finished run waits for the last lines it printed to be read.
+OUTPUT_WAIT_SECONDS = 1.0
 
 
 @cache
@@ -97,6 +100,8 @@ class RouteWorker:
         self._ending: str | None = None  # why the worker is being ended: "cancelled", ...
         self._busy = False
         self._output_done = threading.Event()
+        self._output_ends: set[str] = set()  # jobs whose printed lines were all read
+        self._output_seen = threading.Condition(self._lock)
         threading.Thread(
             target=self._read_replies, args=(replies_read,), name="route-replies", daemon=True
         ).start()
@@ -121,9 +126,14 @@ class RouteWorker:
         assert self.process.stdout is not None
         try:
             for raw in self.process.stdout:
-                line = raw.decode("utf-8", "replace").rstrip("\n")[:2000]
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                if line.startswith(OUTPUT_END):
+                    with self._lock:
+                        self._output_ends.add(line[len(OUTPUT_END) :])
+                        self._output_seen.notify_all()
+                    continue
                 with self._lock:
-                    self._output.append(line)
+                    self._output.append(line[:2000])
         finally:
             self._output_done.set()
 
@@ -164,6 +174,11 @@ class RouteWorker:
             if message.get("type") == "final":
                 with self._lock:
                     self._busy = False
+                    # Its printed lines are read by another thread: wait (briefly) for them.
+                    self._output_seen.wait_for(
+                        lambda: job["id"] in self._output_ends, timeout=OUTPUT_WAIT_SECONDS
+                    )
+                    self._output_ends.discard(job["id"])
                 return message
             on_message(message)
 

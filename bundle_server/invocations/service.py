@@ -303,8 +303,10 @@ class InvocationService:
 
     def _message(self, invocation: Invocation, message: Message) -> None:
         if message.get("type") == "render":
-            data = {key: message[key] for key in ("kind", "data", "document") if key in message}
-            encoded = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+            size = message.get("bytes")
+            if not isinstance(size, int) or size < 0:  # the worker measures it; else here
+                data = {k: message[k] for k in ("kind", "data", "document") if k in message}
+                size = len(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode())
             with invocation.lock:
                 if invocation.final:
                     return
@@ -312,7 +314,7 @@ class InvocationService:
                     "sequence": invocation.window.next_sequence,
                     "at": now(),
                     "kind": message.get("kind", "render"),
-                    "bytes": len(encoded.encode("utf-8")),
+                    "bytes": size,
                     "hasDocument": "document" in message,
                     "data": message.get("data"),
                 }
