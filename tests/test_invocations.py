@@ -306,3 +306,14 @@ def test_a_hundred_concurrent_invocations_all_end(client: Client) -> None:
         results = list(pool.map(lambda n: invoke(client, routeId="quick", input=n), range(100)))
     assert sorted(body["invocation"]["result"] for _, body in results) == list(range(100))
     assert all(status == 200 for status, _ in results)
+
+
+def test_the_active_epochs_routes_are_listed(client: Client, server: DevServer) -> None:
+    reply = client.request("GET", "/api/routes")
+    assert reply.status == 200
+    body = reply.json()
+    assert server.project is not None
+    active = server.project.active_epoch()
+    assert active is not None and body["epochId"] == active[0]
+    assert {"id": "review", "family": "stop", "handler": "bundle_routes:review"} in body["routes"]
+    assert len(body["routes"]) == 9

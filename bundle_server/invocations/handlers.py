@@ -1,5 +1,6 @@
-"""The route invocation routes (`invocations.create`, `.list`, `.get`, `.cancel`, `.stream`),
-registered by route id; the service they use is `invocations.service.InvocationService`.
+"""The route invocation routes (`invocations.routes`, `.create`, `.list`, `.get`, `.cancel`,
+`.stream`), registered by route id; the service they use is
+`invocations.service.InvocationService`.
 
 A run happens on a thread of its own (the route in a worker process); these handlers run in the
 server's gevent loop and must never block it: they wait for an invocation with a `GreenWaker`
@@ -50,6 +51,14 @@ def wait_final(invocation: Invocation) -> None:
         with invocation.lock:
             invocation.wakes.discard(waker.wake)
         waker.close()
+
+
+@handler("invocations.routes")
+def routes(call: Call) -> dict[str, Any]:
+    """The active epoch's routes an invocation can name."""
+    epoch, rows = _service(call).routes()
+    listed = [{"id": r["id"], "family": r["event"], "handler": r["handler"]} for r in rows]
+    return {"routes": listed} | ({"epochId": epoch} if epoch else {})
 
 
 @handler("invocations.create")

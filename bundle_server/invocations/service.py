@@ -70,6 +70,16 @@ def invocation_id() -> str:
     return "ri_" + "".join(secrets.choice(ID_ALPHABET) for _ in range(16))
 
 
+def manifest_routes(root: Path) -> list[dict[str, Any]]:
+    """The routes of the epoch at `root` that name a handler (its manifest's `routes`)."""
+    try:
+        manifest = json.loads((root / "bundle.manifest.json").read_bytes())
+    except (OSError, ValueError):
+        return []
+    rows = manifest.get("routes", []) if isinstance(manifest, dict) else []
+    return [dict(row) for row in rows if isinstance(row, dict) and "handler" in row]
+
+
 class Invocation:
     """One route invocation; its fields change under `lock` only (see the module docstring)."""
 
@@ -207,14 +217,17 @@ class InvocationService:
         ).start()
         return invocation
 
+    def routes(self) -> tuple[str | None, list[dict[str, Any]]]:
+        """The active epoch's id (None before any) and its routes, as its manifest lists them."""
+        active = self._active_epoch()
+        if active is None:
+            return None, []
+        return active[0], manifest_routes(active[1])
+
     def _route(self, root: Path, route_id: str) -> dict[str, Any]:
-        try:
-            manifest = json.loads((root / "bundle.manifest.json").read_bytes())
-        except (OSError, ValueError):
-            manifest = {}
-        for route in manifest.get("routes", []):
-            if route.get("id") == route_id and "handler" in route:
-                return dict(route)
+        for route in manifest_routes(root):
+            if route.get("id") == route_id:
+                return route
         raise RouteUnknown(
             f"the active epoch has no route {route_id!r}", {"routeId": route_id[:128]}
         )
