@@ -10,7 +10,13 @@ Theory of operation:
   on stdin/stdout: route code that prints, reads stdin or closes fd 1 cannot corrupt the
   protocol. The server collects stdout and stderr as the run's diagnostics.
 - A job: `{"op": "run", "id", "handler": "module:function", "providers": [...], "event",
-  "input", "args"}`. The worker calls each provider as `provider(event, context)` (its value
+  "input", "args", "fixture"?}`. With `fixture` (`{"module": project-relative path, "id",
+  "target"?}`, the project's `dev.contracts.fixtures`), the event is the fixture's native
+  payload through the canonical decoder, exactly as at hook time: the module's `FIXTURES`
+  maps a fixture id to `{"host", "event" (the native event), "payload"}` (`target` picks the
+  host of the fixture instead of its own `host`). The module is project code, so it is
+  loaded here, in the worker; an unknown id or a payload that does not decode fails the run.
+  The worker calls each provider as `provider(event, context)` (its value
   keyed by the provider's reference), then `handler(event, context)`. `context.render(kind,
   data=None, document=None)` sends a render event at once (`document` makes it
   document-bearing, and the newest document is the run's Agent Document); `context.input`,
@@ -32,6 +38,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.util
 import json
 import os
 import resource
@@ -92,6 +99,34 @@ def resolve(reference: str) -> Any:
     return getattr(importlib.import_module(module_name), attribute)
 
 
+class FixtureUnknown(LookupError):
+    """The project's fixtures module has no fixture of that id (or no module at all)."""
+
+
+def fixture_event(fixture: Mapping[str, Any]) -> dict[str, Any]:
+    """The canonical event of a project fixture (see the module docstring)."""
+    from bundle_contract._canonical import decode_native
+
+    path = os.path.join(sys.path[0], fixture["module"])
+    if not os.path.isfile(path):
+        raise FixtureUnknown(f"the fixtures module {fixture['module']} does not exist")
+    spec = importlib.util.spec_from_file_location("bundle_fixtures", path)
+    if spec is None or spec.loader is None:
+        raise FixtureUnknown(f"{fixture['module']} is not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fixtures = getattr(module, "FIXTURES", {})
+    found = fixtures.get(fixture["id"]) if isinstance(fixtures, Mapping) else None
+    if not isinstance(found, Mapping):
+        known = ", ".join(sorted(map(str, fixtures))) if isinstance(fixtures, Mapping) else ""
+        raise FixtureUnknown(
+            f"{fixture['module']} has no fixture {fixture['id']!r} (it has: {known or 'none'})"
+        )
+    host = fixture.get("target") or found.get("host")
+    event = decode_native(str(host), str(found.get("event")), found.get("payload", {}))
+    return event.to_json()
+
+
 def summarize(error: BaseException) -> dict[str, str]:
     return {"name": type(error).__name__, "message": str(error)[:2000]}
 
@@ -110,6 +145,8 @@ def run(job: Mapping[str, Any], replies: Replies, runtime: str) -> dict[str, Any
     started = time.monotonic()
     replies.trace(invocation, "execute.start", "execute", runtime=runtime)
     try:
+        if job.get("fixture"):
+            job = {**job, "event": fixture_event(job["fixture"])}
         phase = "providers"
         replies.trace(invocation, "providers.start", "providers")
         for reference in job.get("providers", []):

@@ -205,8 +205,9 @@ class DevServer:
         # epoch built with it on (an explicit host_executables still wins per host kind).
         self.project.on_adopted(self._adopt_config_hosts)
         # Routes run in worker processes of the active epoch; never in this one.
+        project = self.project
         self.invocations = InvocationService(
-            self.project.active_epoch, functools.partial(self.hub.publish)
+            project.active_epoch, functools.partial(self.hub.publish), lambda: project.config
         )
         self._app = create_app(
             port=self.port,

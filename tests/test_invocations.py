@@ -58,6 +58,15 @@ def big(event, context):
 
 def quick(event, context):
     return context.input
+
+def echo_event(event, context):
+    return event
+"""
+FIXTURES = """
+FIXTURES = {
+    "turn-ended": {"host": "host_a", "event": "Stop", "payload": {"stop_hook_active": True}},
+    "broken": {"host": "host_a", "event": "Stop", "payload": {"stop_hook_active": "yes"}},
+}
 """
 
 
@@ -74,10 +83,20 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
         root / "p",
         config(
             routes=routes(
-                "review", "hangs", "floods", "breaks", "prints", "exits", "dies", "big", "quick"
-            )
+                "review",
+                "hangs",
+                "floods",
+                "breaks",
+                "prints",
+                "exits",
+                "dies",
+                "big",
+                "quick",
+                "echo_event",
+            ),
+            dev={"contracts": {"fixtures": "bundle_fixtures.py"}},
         ),
-        files={"bundle_routes.py": ROUTES},
+        files={"bundle_routes.py": ROUTES, "bundle_fixtures.py": FIXTURES},
     )
     running = start_dev_server(
         project, check_responses=True, watch=False, environ={"BUNDLE_STATE_ROOT": str(root / "s")}
@@ -316,4 +335,43 @@ def test_the_active_epochs_routes_are_listed(client: Client, server: DevServer) 
     active = server.project.active_epoch()
     assert active is not None and body["epochId"] == active[0]
     assert {"id": "review", "family": "stop", "handler": "bundle_routes:review"} in body["routes"]
-    assert len(body["routes"]) == 9
+    assert len(body["routes"]) == 10
+
+
+def test_a_fixture_reaches_the_route_through_the_canonical_decoder(client: Client) -> None:
+    fixture = {"fixtureId": "turn-ended"}
+    invocation = invoke(client, routeId="echo_event", eventFixture=fixture)[1]["invocation"]
+    assert invocation["status"] == "completed", invocation["diagnostics"]
+    assert invocation["result"] == {
+        "family": "stop",
+        "host": "host_a",
+        "nativeEvent": "Stop",
+        "payload": {"reentry": {"value": True, "nativeKey": "stop_hook_active"}},
+    }
+    assert invocation["context"]["fixture"] == fixture
+    # The same fixture as another host kind would send it: decoded as that host's.
+    other = invoke(
+        client, routeId="echo_event", eventFixture={"fixtureId": "turn-ended", "target": "host_b"}
+    )[1]["invocation"]
+    assert other["status"] == "completed" and other["result"]["host"] == "host_b"
+
+
+@pytest.mark.parametrize(
+    ("fixture_id", "expected"),
+    [
+        (
+            "nope",
+            "FixtureUnknown: bundle_fixtures.py has no fixture 'nope' (it has: broken, turn-ended)",
+        ),
+        ("broken", "NativeDecodeFailed"),
+    ],
+)
+def test_a_fixture_that_is_missing_or_does_not_decode_fails_the_run_clearly(
+    client: Client, fixture_id: str, expected: str
+) -> None:
+    invocation = invoke(client, routeId="echo_event", eventFixture={"fixtureId": fixture_id})[1][
+        "invocation"
+    ]
+    assert invocation["status"] == "failed"
+    errors = [d["message"] for d in invocation["diagnostics"] if d["severity"] == "error"]
+    assert len(errors) == 1 and errors[0].startswith(expected), errors

@@ -189,8 +189,11 @@ class InvocationService:
         self,
         active_epoch: Callable[[], tuple[str, Path] | None],
         publish: Publish | None = None,
+        config: Callable[[], Mapping[str, Any] | None] = lambda: None,
     ) -> None:
         self._active_epoch = active_epoch
+        # The adopted epoch's BundleConfig: where its fixtures module is (dev.contracts).
+        self._config = config
         self._publish = publish
         self._lock = threading.Lock()
         self._invocations: OrderedDict[str, Invocation] = OrderedDict()
@@ -280,7 +283,7 @@ class InvocationService:
                     return  # cancelled while it waited for its turn
                 worker = self._worker(epoch, root)
                 invocation.worker = worker
-            job = {
+            job: dict[str, Any] = {
                 "id": invocation.id,
                 "handler": invocation.route["handler"],
                 "providers": invocation.route.get("providers", []),
@@ -288,6 +291,13 @@ class InvocationService:
                 "input": invocation.request.get("input"),
                 "args": invocation.request.get("args"),
             }
+            fixture = invocation.request.get("eventFixture")
+            if fixture is not None:
+                contracts = ((self._config() or {}).get("dev") or {}).get("contracts") or {}
+                job["fixture"] = {
+                    "module": contracts.get("fixtures", ""),
+                    "id": fixture["fixtureId"],
+                } | ({"target": fixture["target"]} if "target" in fixture else {})
             try:
                 final = worker.run(job, lambda message: self._message(invocation, message))
             except RuntimeError as error:  # the worker ended before it could take the job
