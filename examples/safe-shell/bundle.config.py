@@ -26,6 +26,8 @@ config = define_config(
         "mcpServers": [
             {"name": "safe-shell", "kind": "compiled", "server": "safe_shell.server:server"}
         ],
+        # Fixtures for invoking the routes (Workbench, POST /api/routes/invocations).
+        "dev": {"contracts": {"fixtures": "safe_shell/fixtures.py"}},
         "skills": [
             define_skill(
                 {
