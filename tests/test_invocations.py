@@ -61,6 +61,10 @@ def quick(event, context):
 
 def echo_event(event, context):
     return event
+
+def pid(event, context):
+    import os
+    return os.getpid()
 """
 FIXTURES = """
 FIXTURES = {
@@ -93,6 +97,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
                 "big",
                 "quick",
                 "echo_event",
+                "pid",
             ),
             dev={"contracts": {"fixtures": "bundle_fixtures.py"}},
         ),
@@ -278,6 +283,42 @@ def test_what_a_route_prints_is_a_diagnostic_not_a_reply(client: Client) -> None
     assert invocation["status"] == "completed" and invocation["result"] == "done"
     infos = [d["message"] for d in invocation["diagnostics"] if d["severity"] == "info"]
     assert "a line the route printed" in infos
+    # The next run in the same worker carries only what it printed itself.
+    after = invoke(client, routeId="quick", input=1)[1]["invocation"]
+    assert after["diagnostics"] == []
+
+
+def test_the_shared_runtime_keeps_one_warm_worker(client: Client) -> None:
+    first = invoke(client, routeId="pid")[1]["invocation"]
+    second = invoke(client, routeId="pid")[1]["invocation"]
+    assert first["context"]["runtime"] == "shared"
+    assert first["result"] == second["result"]
+
+
+def test_the_standalone_runtime_starts_a_worker_per_run(tmp_path: Path) -> None:
+    project = write_project(
+        tmp_path / "p",
+        config(routes=routes("pid"), dev={"runtime": {"mode": "standalone"}}),
+        files={"bundle_routes.py": ROUTES},
+    )
+    server = start_dev_server(
+        project, check_responses=True, watch=False, environ={"BUNDLE_STATE_ROOT": str(tmp_path)}
+    )
+    try:
+        assert server.project is not None
+        deadline = time.monotonic() + 60
+        while server.project.active_epoch() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        client = Client(server.port, server.session_token)
+        runs = [invoke(client, routeId="pid")[1]["invocation"] for _ in range(2)]
+        assert [run["context"]["runtime"] for run in runs] == ["standalone", "standalone"]
+        assert runs[0]["result"] != runs[1]["result"]
+        entries = client.request("GET", "/api/trace?after=0").json()["entries"]
+        started = [e for e in entries if e["kind"] == "kernel.execute.start"]
+        assert [e["details"]["runtime"] for e in started] == ["standalone", "standalone"]
+    finally:
+        server.close()
 
 
 def test_ten_thousand_render_events_of_a_mebibyte_keep_the_window_and_the_server(
@@ -335,7 +376,7 @@ def test_the_active_epochs_routes_are_listed(client: Client, server: DevServer) 
     active = server.project.active_epoch()
     assert active is not None and body["epochId"] == active[0]
     assert {"id": "review", "family": "stop", "handler": "bundle_routes:review"} in body["routes"]
-    assert len(body["routes"]) == 10
+    assert len(body["routes"]) == 11
 
 
 def test_a_fixture_reaches_the_route_through_the_canonical_decoder(client: Client) -> None:

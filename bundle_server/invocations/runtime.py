@@ -138,7 +138,7 @@ class RouteWorker:
             self._output_done.set()
 
     def output(self) -> list[str]:
-        """The newest lines the worker's routes printed (stdout and stderr)."""
+        """The newest lines the current (or last) job printed (stdout and stderr)."""
         with self._lock:
             return list(self._output)
 
@@ -153,6 +153,8 @@ class RouteWorker:
             if not self.alive or self._busy:
                 raise RuntimeError("this route worker cannot take a job now")
             self._busy = True
+            # A worker runs one job at a time: what it prints from now on is this job's.
+            self._output.clear()
         limit = time.monotonic() + (render_time() if deadline is None else deadline)
         try:
             self._requests.write(json.dumps({"op": "run", **job}, separators=(",", ":")) + "\n")

@@ -70,6 +70,12 @@ def invocation_id() -> str:
     return "ri_" + "".join(secrets.choice(ID_ALPHABET) for _ in range(16))
 
 
+def runtime_mode(config: Mapping[str, Any] | None) -> str:
+    """`dev.runtime.mode` of a BundleConfig: "shared" (the default) or "standalone"."""
+    runtime = ((config or {}).get("dev") or {}).get("runtime") or {}
+    return "standalone" if runtime.get("mode") == "standalone" else "shared"
+
+
 def manifest_routes(root: Path) -> list[dict[str, Any]]:
     """The routes of the epoch at `root` that name a handler (its manifest's `routes`)."""
     try:
@@ -103,6 +109,7 @@ class Invocation:
         self.wakes: set[Wake] = set()
         self.done = threading.Event()
         self.worker: RouteWorker | None = None
+        self.runtime = "shared"  # or "standalone": how its worker was chosen (dev.runtime.mode)
 
     @property
     def final(self) -> bool:
@@ -134,7 +141,7 @@ class Invocation:
                 "epochId": self.epoch_id,
                 "routeId": self.route["id"],
                 "family": self.route["event"],
-                "runtime": "shared",
+                "runtime": self.runtime,
             }
             | ({"fixture": self.request["eventFixture"]} if "eventFixture" in self.request else {}),
             "providers": self.providers,
@@ -275,37 +282,51 @@ class InvocationService:
     # --- running (the run's own thread) ---
 
     def _run(self, invocation: Invocation, root: Path) -> None:
-        epoch = invocation.epoch_id
-        turn = self._turns.setdefault(epoch, threading.Lock())
-        with turn:  # the shared worker of an epoch runs one job at a time
-            with invocation.lock:
-                if invocation.final:
-                    return  # cancelled while it waited for its turn
-                worker = self._worker(epoch, root)
-                invocation.worker = worker
-            job: dict[str, Any] = {
-                "id": invocation.id,
-                "handler": invocation.route["handler"],
-                "providers": invocation.route.get("providers", []),
-                "event": {"family": invocation.route["event"], "payload": {}},
-                "input": invocation.request.get("input"),
-                "args": invocation.request.get("args"),
-            }
-            fixture = invocation.request.get("eventFixture")
-            if fixture is not None:
-                contracts = ((self._config() or {}).get("dev") or {}).get("contracts") or {}
-                job["fixture"] = {
-                    "module": contracts.get("fixtures", ""),
-                    "id": fixture["fixtureId"],
-                } | ({"target": fixture["target"]} if "target" in fixture else {})
+        runtime = runtime_mode(self._config())
+        with invocation.lock:
+            invocation.runtime = runtime
+        if runtime == "standalone":  # a fresh worker for this run alone
+            worker = RouteWorker(root, "standalone")
             try:
-                final = worker.run(job, lambda message: self._message(invocation, message))
-            except RuntimeError as error:  # the worker ended before it could take the job
-                final = {
-                    "status": "failed",
-                    "error": {"name": "RouteWorkerEnded", "message": str(error)},
-                }
-            printed = worker.output()
+                self._execute(invocation, worker)
+            finally:
+                worker.close()
+        else:
+            epoch = invocation.epoch_id
+            with self._lock:
+                turn = self._turns.setdefault(epoch, threading.Lock())
+            with turn:  # the shared worker of an epoch runs one job at a time
+                self._execute(invocation, self._worker(epoch, root))
+        self._trace(invocation, f"invocation.{invocation.status}", status=invocation.status)
+
+    def _execute(self, invocation: Invocation, worker: RouteWorker) -> None:
+        with invocation.lock:
+            if invocation.final:
+                return  # cancelled while it waited for its turn
+            invocation.worker = worker
+        job: dict[str, Any] = {
+            "id": invocation.id,
+            "handler": invocation.route["handler"],
+            "providers": invocation.route.get("providers", []),
+            "event": {"family": invocation.route["event"], "payload": {}},
+            "input": invocation.request.get("input"),
+            "args": invocation.request.get("args"),
+        }
+        fixture = invocation.request.get("eventFixture")
+        if fixture is not None:
+            contracts = ((self._config() or {}).get("dev") or {}).get("contracts") or {}
+            job["fixture"] = {
+                "module": contracts.get("fixtures", ""),
+                "id": fixture["fixtureId"],
+            } | ({"target": fixture["target"]} if "target" in fixture else {})
+        try:
+            final = worker.run(job, lambda message: self._message(invocation, message))
+        except RuntimeError as error:  # the worker ended before it could take the job
+            final = {
+                "status": "failed",
+                "error": {"name": "RouteWorkerEnded", "message": str(error)},
+            }
+        printed = worker.output()  # what this job printed
         with invocation.lock:
             for line in printed[-20:]:
                 invocation.diagnostics.append(
@@ -313,7 +334,6 @@ class InvocationService:
                 )
             if not invocation.final:
                 self._finish(invocation, final)
-        self._trace(invocation, f"invocation.{invocation.status}", status=invocation.status)
 
     def _worker(self, epoch: str, root: Path) -> RouteWorker:
         with self._lock:
