@@ -207,7 +207,10 @@ class DevServer:
         # Routes run in worker processes of the active epoch; never in this one.
         project = self.project
         self.invocations = InvocationService(
-            project.active_epoch, functools.partial(self.hub.publish), lambda: project.config
+            project.active_epoch,
+            functools.partial(self.hub.publish),
+            lambda: project.config,
+            self.project_events.publish,
         )
         self._app = create_app(
             port=self.port,

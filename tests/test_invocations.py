@@ -416,3 +416,20 @@ def test_a_fixture_that_is_missing_or_does_not_decode_fails_the_run_clearly(
     assert invocation["status"] == "failed"
     errors = [d["message"] for d in invocation["diagnostics"] if d["severity"] == "error"]
     assert len(errors) == 1 and errors[0].startswith(expected), errors
+
+
+def test_each_invocation_is_announced_as_project_events(client: Client) -> None:
+    invocation = invoke(client, routeId="quick", input=2)[1]["invocation"]
+    deadline = time.monotonic() + 5
+    while True:
+        events = client.request("GET", "/api/project/events?after=0").json()["events"]
+        mine = [
+            e["payload"]
+            for e in events
+            if e["type"] == "route.invocation" and e["payload"]["id"] == invocation["id"]
+        ]
+        if len(mine) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert [row["status"] for row in mine] == ["running", "completed"]
+    reference_validator("RouteInvocationSummary.json").validate(mine[-1])

@@ -25,6 +25,7 @@ Theory of operation:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import threading
@@ -197,8 +198,11 @@ class InvocationService:
         active_epoch: Callable[[], tuple[str, Path] | None],
         publish: Publish | None = None,
         config: Callable[[], Mapping[str, Any] | None] = lambda: None,
+        project_events: Callable[[str, Any], object] | None = None,
     ) -> None:
         self._active_epoch = active_epoch
+        # The project hub's publish: `route.invocation` events (the summary) at start and end.
+        self._project_events = project_events
         # The adopted epoch's BundleConfig: where its fixtures module is (dev.contracts).
         self._config = config
         self._publish = publish
@@ -222,6 +226,7 @@ class InvocationService:
         with self._lock:
             self._invocations[invocation.id] = invocation
             self._forget_old()
+        self._announce(invocation)
         threading.Thread(
             target=self._run, args=(invocation, root), name=f"route {route['id']}", daemon=True
         ).start()
@@ -298,6 +303,15 @@ class InvocationService:
             with turn:  # the shared worker of an epoch runs one job at a time
                 self._execute(invocation, self._worker(epoch, root))
         self._trace(invocation, f"invocation.{invocation.status}", status=invocation.status)
+        self._announce(invocation)
+
+    def _announce(self, invocation: Invocation) -> None:
+        if self._project_events is None:
+            return
+        with invocation.lock:
+            summary = invocation.summary()
+        with contextlib.suppress(TraceUnavailable):  # a closed hub: the server is stopping
+            self._project_events("route.invocation", summary)
 
     def _execute(self, invocation: Invocation, worker: RouteWorker) -> None:
         with invocation.lock:
