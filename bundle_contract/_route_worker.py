@@ -21,6 +21,8 @@ Theory of operation:
   data=None, document=None)` sends a render event at once (`document` makes it
   document-bearing, and the newest document is the run's Agent Document); `context.input`,
   `context.args`, `context.providers` and `context.invocation_id` are the run's.
+- `{"op": "warm", "id", "references": [...]}` imports what the epoch's routes name (a runtime
+  generation compiling) and answers one final reply, completed or failed.
 - Replies: `{"id", "type": "trace", "kind", "phase", "at", ...}` for the kernel events of the
   event tracer's vocabulary (execute, providers, render, failure), `{"id", "type": "render",
   "kind", "data", "document"?}` per render event, and one `{"id", "type": "final", "status":
@@ -183,6 +185,20 @@ def run(job: Mapping[str, Any], replies: Replies, runtime: str) -> dict[str, Any
     }
 
 
+def warm(job: Mapping[str, Any]) -> dict[str, Any]:
+    """Import every module the epoch's routes name (a runtime generation compiling): its final
+    reply says whether they all import."""
+    try:
+        for reference in job.get("references", []):
+            resolve(reference)
+    except BaseException as error:  # an import error is the generation's failure
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        traceback.print_exc(file=sys.stderr)
+        return {"type": "final", "status": "failed", "error": summarize(error)}
+    return {"type": "final", "status": "completed"}
+
+
 # Written to fd 1 after a job's output, before its final reply: the server's reader of the
 # output knows it has every line the job printed (the two pipes are read by two threads).
 OUTPUT_END = "\x00route-output-end "
@@ -221,9 +237,12 @@ def main(argv: list[str] | None = None) -> None:
     replies = Replies(os.fdopen(args.replies, "w", encoding="utf-8"))
     for line in requests:
         job = json.loads(line)
-        if job.get("op") != "run":
+        if job.get("op") == "warm":
+            final = warm(job)
+        elif job.get("op") == "run":
+            final = run(job, replies, args.runtime)
+        else:
             break
-        final = run(job, replies, args.runtime)
         end_output(job["id"])
         replies.send(job["id"], final)
 

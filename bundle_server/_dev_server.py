@@ -53,6 +53,7 @@ from bundle_server.receipts.endpoint_file import (
     remove_receipt_endpoint,
     write_receipt_endpoint,
 )
+from bundle_server.runtime.service import RuntimeService
 from bundle_server.sessions.pty import SessionManager
 from bundle_server.sessions.pty._engine import Engine, wait_for
 from bundle_server.sessions.pty._ledger import reap_leftovers
@@ -141,6 +142,7 @@ class DevServer:
         self.sessions: SessionManager | None = None
         self.project: ProjectLoop | None = None
         self.invocations: InvocationService | None = None
+        self.runtime: RuntimeService | None = None
         self.project_events = ProjectHub()
         self._lock_file: ServerLock | None = None
         # Whether `open` reached a browser; None when it was not asked for.
@@ -212,6 +214,17 @@ class DevServer:
             lambda: project.config,
             self.project_events.publish,
         )
+        self.runtime = RuntimeService(
+            self.invocations,
+            project.active_epoch,
+            self.project_events.publish,
+            functools.partial(self.hub.publish),
+        )
+        # Each adopted epoch compiles its runtime generation, off the project loop's thread.
+        runtime = self.runtime
+        project.on_adopted(
+            lambda: threading.Thread(target=runtime.compile, name="runtime", daemon=True).start()
+        )
         self._app = create_app(
             port=self.port,
             session_token=self.session_token,
@@ -223,6 +236,7 @@ class DevServer:
             project=self.project,
             check_responses=self._check_responses,
             invocations=self.invocations,
+            runtime=self.runtime,
         )
         self._shell.start(self._app)
         write_receipt_endpoint(self.project_root, self.url, self.receipt_token)

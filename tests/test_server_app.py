@@ -24,7 +24,16 @@ from bundle_server._http.routing import HANDLERS, Call, Reply
 from bundle_server.trace.hub import TraceHub
 
 RETENTION = 4
-DELIVERED_GROUPS = {"workbench", "trace", "logs", "receipts", "sessions", "project", "invocations"}
+DELIVERED_GROUPS = {
+    "workbench",
+    "trace",
+    "logs",
+    "receipts",
+    "sessions",
+    "project",
+    "invocations",
+    "runtime",
+}
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +119,7 @@ def test_create_app_refuses_unknown_and_unguarded_routes(monkeypatch: pytest.Mon
 def test_unknown_path_is_404_envelope(live: Server, auth: bool) -> None:
     for path in (
         "/nope",
-        "/api/runtime/runs",
+        "/api/mcp/launches",
         "/api//trace",
         "/api/trace/",
         "/trace/",

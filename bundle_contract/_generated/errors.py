@@ -265,6 +265,13 @@ class NoActiveEpoch(RequestError):
     http_status: ClassVar[int] = 409
 
 
+class RuntimeGenerationStale(RequestError):
+    """A runtime run names an expectedGenerationId that is not the active runtime generation."""
+
+    code: ClassVar[str] = "BX3103"
+    http_status: ClassVar[int] = 409
+
+
 class TraceUnavailable(RequestError):
     """Trace hub or log store closed or unavailable."""
 
@@ -573,6 +580,7 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX3002": CursorAhead,
     "BX3101": RouteUnknown,
     "BX3102": NoActiveEpoch,
+    "BX3103": RuntimeGenerationStale,
     "BX3003": TraceUnavailable,
     "BX4101": HookResultNotObject,
     "BX4102": ReasonWhileContinuing,
@@ -664,6 +672,7 @@ __all__ = [
     "RouteUnknown",
     "RuntimeDependencyNotInstalled",
     "RuntimeDependencyUnevidenced",
+    "RuntimeGenerationStale",
     "SessionLimitReached",
     "SessionNotFound",
     "SessionRequired",

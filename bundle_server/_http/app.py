@@ -31,6 +31,7 @@ import bundle_server.invocations.handlers
 import bundle_server.logs.handlers
 import bundle_server.project.handlers
 import bundle_server.receipts.handlers
+import bundle_server.runtime.handlers
 import bundle_server.sessions.handlers
 import bundle_server.trace.handlers
 import bundle_server.workbench.handlers  # noqa: F401
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from bundle_server.invocations.service import InvocationService
     from bundle_server.logs.hub import LogHub
     from bundle_server.project.manager import ProjectLoop
+    from bundle_server.runtime.service import RuntimeService
     from bundle_server.sessions.pty import SessionManager
     from bundle_server.trace.hub import TraceHub
 
@@ -150,6 +152,7 @@ class BundleApp:
         project: ProjectLoop | None = None,
         check_responses: bool = True,
         invocations: InvocationService | None = None,
+        runtime: RuntimeService | None = None,
     ) -> None:
         if keepalive is None:
             keepalive = get_spec().limit("stream-keepalive")["maximum"] / 1000
@@ -170,6 +173,7 @@ class BundleApp:
             sessions=sessions,
             project=project,
             invocations=invocations,
+            runtime=runtime,
         )
         self._secrets = Secrets(port, session_token, receipt_token, tuple(dev_origins))
         unguarded = sorted(r["id"] for r in self._routes.values() if r["auth"] not in GUARDED_AUTH)
@@ -308,6 +312,7 @@ def create_app(
     project: ProjectLoop | None = None,
     check_responses: bool = True,
     invocations: InvocationService | None = None,
+    runtime: RuntimeService | None = None,
 ) -> BundleApp:
     """The WSGI app of the routes that have a handler (by default every registered one).
 
@@ -316,9 +321,10 @@ def create_app(
     given) the receipt route. `keepalive` overrides the NDJSON keep-alive interval (seconds;
     `stream-keepalive` by default); `sessions` is the host-session manager the session routes
     use, `project` the project loop the project routes read, `invocations` the route
-    invocations. With `check_responses`, every JSON response is held to its route's schema
-    first (a mismatch is a logged 500, never sent). Raises ValueError for a handler without a
-    route row or a route whose auth class has no guard yet.
+    invocations, `runtime` the development runtime. With `check_responses`, every JSON
+    response is held to its route's schema first (a mismatch is a logged 500, never sent).
+    Raises ValueError for a handler without a route row or a route whose auth class has no
+    guard yet.
     """
     from bundle_server._http.guard import new_token
     from bundle_server.logs.hub import LogHub
@@ -336,4 +342,5 @@ def create_app(
         project=project,
         check_responses=check_responses,
         invocations=invocations,
+        runtime=runtime,
     )

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from bundle_server.invocations.service import InvocationService
     from bundle_server.logs.hub import LogHub
     from bundle_server.project.manager import ProjectLoop
+    from bundle_server.runtime.service import RuntimeService
     from bundle_server.sessions.pty import SessionManager
     from bundle_server.trace.hub import TraceHub
 
@@ -50,6 +51,8 @@ class ServerState:
     project: ProjectLoop | None = None
     # Route invocations of the active epoch; None where routes cannot run.
     invocations: InvocationService | None = None
+    # The development runtime (generations, runs); None where routes cannot run.
+    runtime: RuntimeService | None = None
 
     def is_host_session(self, session_id: str) -> bool:
         """Whether `session_id` names a host session this server started (AB8266 if not)."""

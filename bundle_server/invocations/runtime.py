@@ -157,7 +157,8 @@ class RouteWorker:
             self._output.clear()
         limit = time.monotonic() + (render_time() if deadline is None else deadline)
         try:
-            self._requests.write(json.dumps({"op": "run", **job}, separators=(",", ":")) + "\n")
+            request = {"op": "run", **job}
+            self._requests.write(json.dumps(request, separators=(",", ":")) + "\n")
             self._requests.flush()
         except OSError:
             return self._ended(job, "the route worker is gone")

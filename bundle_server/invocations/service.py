@@ -349,6 +349,27 @@ class InvocationService:
             if not invocation.final:
                 self._finish(invocation, final)
 
+    def warm(self, epoch: str, root: Path, job_id: str) -> Message:
+        """Start the epoch's shared worker and import what its routes name (a runtime
+        generation compiling); the final reply says whether it worked."""
+        references = sorted(
+            {r["handler"] for r in manifest_routes(root)}
+            | {p for r in manifest_routes(root) for p in r.get("providers", [])}
+        )
+        with self._lock:
+            turn = self._turns.setdefault(epoch, threading.Lock())
+        with turn:
+            worker = self._worker(epoch, root)
+            try:
+                return worker.run(
+                    {"id": job_id, "op": "warm", "references": references}, lambda message: None
+                )
+            except RuntimeError as error:
+                return {
+                    "status": "failed",
+                    "error": {"name": "RouteWorkerEnded", "message": str(error)},
+                }
+
     def _worker(self, epoch: str, root: Path) -> RouteWorker:
         with self._lock:
             worker = self._workers.get(epoch)

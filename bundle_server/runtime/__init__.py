@@ -1,0 +1,1 @@
+"""Development runtime runs (routes `runtime.*`): a route of the active epoch run as a surface."""

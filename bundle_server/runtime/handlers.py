@@ -1,0 +1,37 @@
+"""The development runtime routes (`runtime.create`, `runtime.list`, `runtime.get`), registered
+by route id; the service is `runtime.service.RuntimeService`. A run is waited for to its end
+(cooperatively: the route runs in a worker process) and answered 201 with its final record."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bundle_contract._generated.errors import TraceUnavailable
+from bundle_server._http.routing import Call, Reply, handler
+from bundle_server.invocations.handlers import wait_final
+from bundle_server.runtime.service import RuntimeService
+
+
+def _service(call: Call) -> RuntimeService:
+    service = call.state.runtime
+    if service is None:
+        raise TraceUnavailable("this server has no development runtime")
+    return service
+
+
+@handler("runtime.create")
+def create(call: Call) -> Reply:
+    service = _service(call)
+    run, invocation = service.start(call.body)
+    wait_final(invocation)
+    return Reply(201, {"run": service.finish(run["id"], invocation)})
+
+
+@handler("runtime.list")
+def recent(call: Call) -> dict[str, Any]:
+    return {"runs": _service(call).recent()}
+
+
+@handler("runtime.get")
+def item(call: Call) -> dict[str, Any]:
+    return {"run": _service(call).get(call.params["runId"])}
