@@ -288,9 +288,12 @@ class DevServer:
         return self._closed
 
     def status(self) -> dict[str, Any]:
-        """The live ProjectStatus (seed 001): source, build, artifact and host adoption."""
+        """The live ProjectStatus (seed 001): source, build, artifact, host adoption and the
+        development runtime."""
         assert self.project is not None
         status = self.project.status()
+        if self.runtime is not None:
+            status["runtime"] = self.runtime.status()
         validate("ProjectStatus.json", status)
         return status
 

@@ -147,3 +147,11 @@ def test_bad_runs_are_refused_in_the_envelope(
 def test_an_unknown_run_is_404(client: Client) -> None:
     reply = client.request("GET", "/api/runtime/runs/rr_0000000000000000")
     assert (reply.status, reply.code()) == (404, "BX1001")
+
+
+def test_the_project_status_shows_the_runtime(client: Client) -> None:
+    generation = activated(client)
+    status = client.request("GET", "/api/project/status").json()
+    reference_validator("ProjectStatus.json").validate(status)
+    assert status["runtime"]["state"] == "ready"
+    assert status["runtime"]["generationId"] == generation

@@ -25,8 +25,11 @@ def _loop(call: Call) -> ProjectLoop:
 
 @handler("project.status")
 def project_status(call: Call) -> dict[str, Any]:
-    """The live ProjectStatus."""
-    return _loop(call).status()
+    """The live ProjectStatus, with the development runtime's state where there is one."""
+    status = _loop(call).status()
+    if call.state.runtime is not None:
+        status["runtime"] = call.state.runtime.status()
+    return status
 
 
 @handler("project.events")

@@ -99,6 +99,21 @@ class RuntimeService:
         kind = "runtime.generation.activated" if ok else "runtime.generation.failed"
         self._event(kind, runtimeGenerationId=generation, details=details)
 
+    def status(self) -> dict[str, Any]:
+        """RuntimeStatus: the active generation's state (stopped before any epoch)."""
+        generation = self.generation()
+        with self._lock:
+            state = self._generations.get(generation or "", "stopped")
+        status: dict[str, Any] = {
+            "state": {"compiling": "compiling", "ready": "ready", "failed": "failed"}.get(
+                state, "stopped"
+            ),
+            "providerSessionId": self.provider_session,
+        }
+        if generation is not None and status["state"] != "stopped":
+            status["generationId"] = generation
+        return status
+
     def generation(self) -> str | None:
         """The active epoch's generation id (None before any epoch)."""
         active = self._active_epoch()
