@@ -4,6 +4,7 @@
         [--profile seed|devkit] [--target-file target.toml] [--decision NAME ...] \\
         [--cookie-name NAME] [--receipt-auth 'Header: value {token}'] [--receipt-template F] \\
         [--publish receipt|command] [--publish-command 'CMD {requestId}'] \\
+        [--document-route ID] [--long-route ID] [--flood-route ID] \\
         [--receipt-token T] [--select 'GUARD-*' ...] [--report json,junit] [--out DIR] \\
         [--expected-failures FILE] [--strict] [--slow] [--host host_a]
     bundle-conformance list [--select GLOB ...] [--strict]
@@ -75,6 +76,13 @@ def parser() -> argparse.ArgumentParser:
     described.add_argument("--receipt-template", type=Path, help="a receipt JSON it accepts")
     described.add_argument("--publish", choices=PUBLISH, help="how the kit makes trace entries")
     described.add_argument("--publish-command", help="a command making one entry: {requestId}")
+    described.add_argument("--document-route", metavar="ID", help="a route ending with a document")
+    described.add_argument(
+        "--long-route", metavar="ID", help="a route running long enough to cancel"
+    )
+    described.add_argument(
+        "--flood-route", metavar="ID", help="a route rendering more events than the window holds"
+    )
     go.add_argument("--select", nargs="+", default=["*"], metavar="GLOB", help="requirement ids")
     go.add_argument("--report", type=_formats, default=[], help="json,junit")
     go.add_argument("--out", type=Path, default=Path("."), help="where reports are written")
@@ -101,6 +109,9 @@ def described(args: argparse.Namespace) -> dict[str, Any]:
         "cookie": args.cookie_name,
         "receipt_auth": args.receipt_auth,
         "publish": args.publish,
+        "document_route": args.document_route,
+        "long_route": args.long_route,
+        "flood_route": args.flood_route,
     }
     found |= {key: value for key, value in given.items() if value is not None}
     if args.receipt_template is not None:

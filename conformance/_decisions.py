@@ -92,6 +92,16 @@ DECISIONS: dict[str, Decision] = {
             "checks that must make entries are not applicable, the others inspect what the"
             " target holds; give --publish receipt or --publish-command",
         ),
+        Decision(
+            "invocation-shape",
+            "the route invocation envelope's keys other than status, outcome and retention,"
+            " the list rows', and the invocation stream's payloads",
+            "RouteInvocation.json (`id`, `input`, `renderEvents` of RenderEvent.json with"
+            " `sequence`, `bytes`, `hasDocument`; `document`, `result`, ...),"
+            " RouteInvocationSummary.json, Invocation*Frame.json (`final` is `{invocation}`)",
+            "checks that need an invocation's id (item, cancel, stream) or its render events"
+            " are not applicable; status, outcome and retention are still checked",
+        ),
     )
 }
 PROFILES: dict[str, frozenset[str]] = {

@@ -8,6 +8,10 @@
     receipt_template = "receipt.json"        # a receipt it accepts, relative to this file
     publish = "command"                      # how the kit makes trace entries: receipt, command
     publish_command = ["./publish-entry", "{requestId}"]
+    document_route = "review"                # a route that completes with an Agent Document
+    long_route = "hangs"                     # a route that runs long enough to cancel
+    flood_route = "floods"                   # a route producing more render events than the
+                                             # render-history window holds
 
 `bundle-conformance decisions` lists the decision names and the checks that need each.
 """
@@ -27,6 +31,9 @@ KEYS = {
     "receipt_template": str,
     "publish": str,
     "publish_command": list,
+    "document_route": str,
+    "long_route": str,
+    "flood_route": str,
 }
 
 

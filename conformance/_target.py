@@ -15,6 +15,8 @@ from conformance import _expect
 from conformance._decisions import PROFILES, unknown
 
 PUBLISH = ("receipt", "command")
+# The routes a target names for the invocation checks (Target fields, target-file keys).
+ROUTES = ("document_route", "long_route", "flood_route")
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,12 @@ class Target:
     `{executionId}` and `{sessionId}` filled in per request), `publish` (`receipt`: post
     receipts; `command`: run `publish_command`, whose arguments' `{requestId}` is filled in, to
     make one trace entry carrying that requestId). Giving a value declares the decision.
+
+    A third party's routes are its own, so the invocation checks run only the routes it names:
+    `document_route` (a route id whose invocation completes with an Agent Document),
+    `long_route` (one that runs long enough to be cancelled: the kit cancels it at once) and
+    `flood_route` (one that produces more render events than the render-history window holds).
+    A check needing a route that was not named is SKIPped with the reason.
     """
 
     url: str
@@ -55,6 +63,9 @@ class Target:
     receipt_template: Any = field(default=None, hash=False)
     publish: str | None = None
     publish_command: tuple[str, ...] = ()
+    document_route: str | None = None
+    long_route: str | None = None
+    flood_route: str | None = None
     decisions: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -69,6 +80,10 @@ class Target:
             raise ValueError("publish = command needs the command to run")
         if self.receipt_auth is not None and ":" not in self.receipt_auth:
             raise ValueError(f"receipt auth {self.receipt_auth!r} is not `Header: value`")
+        for name in ROUTES:
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{name} must be a route id, not {value!r}")
         implied = {
             "cookie-name": self.cookie is not None,
             "receipt-auth": self.receipt_auth is not None,

@@ -11,12 +11,14 @@ streams     slow subscribers and keep-alives
 bounds      header count/size bounds and the header-read timeout
 sessions    host sessions: list, ids, bodies, lifecycle, input, resize, the SSE stream, the cap
 project     project status, the project event replay and stream, manual builds
+invocations route invocations: requests, the list, the envelope, cancel, the stream, the window
 """
 
 from conformance.checks import (  # noqa: F401  (imported to register)
     bodies,
     bounds,
     guard,
+    invocations,
     logs,
     project,
     receipts,

@@ -1,0 +1,704 @@
+"""Route invocations (seed 000, "RouteInvocationRequest", "RouteInvocation", "Route
+invocations", "Invocation stream", the route invocation rows of "States and transitions",
+AB8256, "Limits").
+
+A target's routes are its own, so the kit invokes only the routes the target names
+(`Target.document_route`, `.long_route`, `.flood_route`; `--document-route ID`, ...): one
+whose invocation completes with an Agent Document, one that runs long enough to be cancelled
+(the kit cancels it at once), one that renders more events than the render-history window
+holds. A check needing a route that was not named SKIPs with the reason; one whose named route
+is refused (an unknown route, no active epoch) is NOT_TESTABLE. What needs no route is checked
+on every target: request bodies, the list and its `limit`, unknown invocation ids, and the
+request errors of an unknown route or of a target with no active epoch.
+
+The seed names only `status`, `outcome` and `retention` among the envelope's keys; the
+invocation's id, its render events, the list rows and the stream's payloads are our decision
+`invocation-shape` (RouteInvocation.json, RenderEvent.json, Invocation*Frame.json). Without it
+the checks that need an id (item, cancel, stream) or the render events are not applicable,
+while the envelope's status, outcome and retention, the 200 and 202 answers and the request
+errors are still judged.
+
+The window is judged from what the kit saw: every render event the stream sent (its replay,
+then live), the final envelope, the item route and a stream opened after the end. The newest
+event and the newest document-bearing one the stream showed must be in the final window, the
+window must hold the bounds unless it holds only those two, and `retention` must count it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import replace
+from typing import Any
+
+from bundle_contract._spec import get_spec
+from bundle_contract._validation import problems
+from conformance import _expect
+from conformance._client import Client, TransportError
+from conformance._registry import Context, check
+from conformance._reply import Reply
+from conformance._stream import StreamError
+from conformance.checks._common import JSON_TYPE, json_bytes, latest, wait_for_entries
+from conformance.checks.sessions import EventStream, Item
+
+SHAPE = "invocation-shape"
+PARAM = "{invocationId}"
+# How long a named route may take to end (its run, and the stream until `final`).
+ROUTE_WAIT = 30.0
+EVENTS = ("render", "trace", "truncated", "final")
+FRAMES = {
+    "render": "InvocationRenderFrame.json",
+    "trace": "InvocationTraceFrame.json",
+    "truncated": "InvocationTruncatedFrame.json",
+    "final": "InvocationFinalFrame.json",
+}
+ROUTES = {
+    "document_route": ("--document-route", "a route whose invocation completes with a document"),
+    "long_route": ("--long-route", "a route that runs long enough to be cancelled"),
+    "flood_route": ("--flood-route", "a route rendering more events than the window holds"),
+}
+
+
+# -- requests ---------------------------------------------------------------------------------
+
+
+def route_path(route_id: str, invocation_id: str = "") -> str:
+    return str(_expect.route(route_id)["path"]).replace(PARAM, invocation_id)
+
+
+def send(
+    ctx: Context, route_id: str, invocation_id: str = "", body: Any = None, *, wait: bool = False
+) -> Reply:
+    """One request to an invocation route; `wait` allows a whole run's time for the answer."""
+    row = _expect.route(route_id)
+    raw = None if body is None else (body if isinstance(body, bytes) else json_bytes(body))
+    headers = [JSON_TYPE] if raw is not None else []
+    client = Client(replace(ctx.target, timeout=ROUTE_WAIT)) if wait else ctx.client
+    where = route_path(route_id, invocation_id)
+    if row["method"] == "POST" and raw is None:
+        raw = b""  # a POST without a body still says so (Content-Length: 0)
+    return client.request(row["method"], where, headers=headers, body=raw)
+
+
+def named(ctx: Context, setting: str) -> str:
+    """The route the target named for `setting`, or SKIP saying how to name one."""
+    value = getattr(ctx.target, setting)
+    if value is None:
+        option, what = ROUTES[setting]
+        ctx.skip(
+            f"needs {what}: name one of the target's ({option} ID, or {setting} in the"
+            " target file); the kit invokes no route it was not given"
+        )
+    return str(value)
+
+
+def envelope(ctx: Context, reply: Reply, what: str, status: int, *ids: str) -> dict[str, Any]:
+    """The `{invocation}` of a `status` reply (its body's other keys failed under `ids`);
+    NOT_TESTABLE with the answer when there is none: a refused named route (unknown, or no
+    active epoch) or a wrong answer leaves the check without a run to judge."""
+    body: Any = None
+    with suppress(ValueError):
+        body = reply.json()
+    if (
+        reply.status == status
+        and isinstance(body, dict)
+        and isinstance(body.get("invocation"), dict)
+    ):
+        ctx.check(set(body) == {"invocation"}, f"{what}: the body is not `{{invocation}}`", *ids)
+        found: dict[str, Any] = body["invocation"]
+        return found
+    ctx.not_testable(
+        f"{what}: {reply.describe()} {reply.body[:160]!r}, not {status} with `{{invocation}}`"
+    )
+
+
+def start(ctx: Context, setting: str, *ids: str, **extra: Any) -> tuple[str, dict[str, Any]]:
+    """Invoke the named route with `stream: true`: 202 with a running invocation (INV-007)."""
+    route = named(ctx, setting)
+    reply = send(ctx, "invocations.create", body={"routeId": route, "stream": True, **extra})
+    found = envelope(ctx, reply, f"streamed invocation of {route!r}", 202, "INV-007", *ids)
+    ctx.check(
+        found.get("status") == "running",
+        f"a streamed invocation answered with status {found.get('status')!r}, not running",
+        "INV-007",
+    )
+    shape(ctx, found, "RunningRouteInvocation.json", "the 202 invocation", "INV-007")
+    return route, found
+
+
+def shape(ctx: Context, value: Any, schema: str, what: str, *ids: str) -> None:
+    """`value` against one of our schemas, when the target follows `invocation-shape`."""
+    if not ctx.follows(SHAPE):
+        return
+    for problem in problems(schema, value)[:3]:
+        ctx.fail(f"{what}: {problem}"[:300], *ids)
+
+
+def identity(ctx: Context, found: dict[str, Any]) -> str:
+    invocation_id = found.get("id")
+    if not isinstance(invocation_id, str) or problems("InvocationId.json", invocation_id):
+        ctx.not_testable(f"the invocation has no id the kit can use: {invocation_id!r}")
+    return invocation_id
+
+
+def mentions(value: Any, needle: Any) -> bool:
+    """Whether `needle` is `value` or any value nested in it."""
+    if value == needle:
+        return True
+    if isinstance(value, dict):
+        return any(mentions(v, needle) for v in value.values())
+    if isinstance(value, list):
+        return any(mentions(v, needle) for v in value)
+    return False
+
+
+def unknown_invocation_id() -> str:
+    """A well-formed invocation id no server has issued."""
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+    made = "ri_" + "".join(secrets.choice(alphabet) for _ in range(16))
+    if problems("InvocationId.json", made):
+        raise ValueError(f"made-up invocation id {made!r} is not an InvocationId")
+    return made
+
+
+def cancel_quietly(ctx: Context, invocation_id: str) -> None:
+    """End a run the kit started (cleanup: whatever the answer)."""
+    with suppress(TransportError):
+        send(ctx, "invocations.cancel", invocation_id)
+
+
+# -- reading the stream -----------------------------------------------------------------------
+
+
+@contextmanager
+def open_stream(ctx: Context, invocation_id: str) -> Iterator[EventStream]:
+    where = route_path("invocations.stream", invocation_id)
+    sock = ctx.client.connect()
+    try:
+        sock.sendall(ctx.client.request_head("GET", where, ctx.client.credentials("header")))
+        try:
+            stream = EventStream(sock, ctx.target.timeout)
+        except (OSError, StreamError) as exc:
+            raise TransportError(f"GET {where}: {type(exc).__name__}: {exc}") from None
+        if stream.status != 200:
+            ctx.not_testable(f"GET {where}: {stream.status}")
+        yield stream
+    finally:
+        sock.close()
+
+
+def read_to_final(ctx: Context, invocation_id: str, label: str) -> tuple[list[Item], bool, str]:
+    """Every event of a stream until `final` (and what follows it), whether the stream then
+    ended, and its media type; the event names, `final` once and last, are judged here."""
+    with open_stream(ctx, invocation_id) as stream:
+        media = stream.media_type
+        items = stream.events(ROUTE_WAIT, until="final")
+        after = stream.events(min(ctx.target.stream_timeout, 2.0))
+        ended = stream.ended
+    names = [item.name for item in items + after]
+    strange = sorted({str(n) for n in names} - set(EVENTS))
+    ctx.check(not strange, f"{label}: events {strange} besides {list(EVENTS)}", "INV-030")
+    if "final" not in names:
+        ctx.not_testable(f"{label}: no `final` within {ROUTE_WAIT:.0f}s ({len(names)} events)")
+    ctx.check(
+        names.count("final") == 1, f"{label}: `final` {names.count('final')} times", "INV-033"
+    )
+    ctx.check(
+        not after and ended, f"{label}: {len(after)} events after `final`, or still open", "INV-033"
+    )
+    return items, ended, media
+
+
+def data(ctx: Context, item: Item, label: str) -> Any:
+    """The event's one JSON data line, held to its frame schema under `invocation-shape`."""
+    if len(item.data) != 1:
+        ctx.fail(f"{label}: `{item.name}` with {len(item.data)} data lines", "INV-030")
+        return None
+    try:
+        found = item.json()
+    except ValueError:
+        ctx.fail(f"{label}: `{item.name}` data is not JSON", "INV-030")
+        return None
+    if "INV-037" in ctx.ids:
+        shape(ctx, found, FRAMES[str(item.name)], f"{label}: `{item.name}` data", "INV-037")
+    return found
+
+
+def final_of(ctx: Context, items: list[Item], label: str) -> dict[str, Any]:
+    """The final envelope a stream's `final` carries (`{invocation}`, our decision)."""
+    found = data(ctx, next(i for i in items if i.name == "final"), label)
+    invocation = found.get("invocation") if isinstance(found, dict) else None
+    if not isinstance(invocation, dict):
+        ctx.not_testable(f"{label}: `final` carries no `{{invocation}}`")
+    return invocation
+
+
+def renders(ctx: Context, items: list[Item], label: str) -> list[dict[str, Any]]:
+    found = [data(ctx, i, label) for i in items if i.name == "render"]
+    return [f for f in found if isinstance(f, dict)]
+
+
+def item(ctx: Context, invocation_id: str, *ids: str) -> dict[str, Any]:
+    reply = send(ctx, "invocations.get", invocation_id)
+    return envelope(ctx, reply, f"GET {route_path('invocations.get', invocation_id)}", 200, *ids)
+
+
+# -- checks without a named route -------------------------------------------------------------
+
+
+@check("INV-001", "INV-034", "INV-035")
+def invocation_request_errors(ctx: Context) -> None:
+    """A body without a string `routeId` is refused (BX1004); a route the active epoch does not
+    have is BX3101 (404), and any route before an epoch is active BX3102 (409)."""
+    for label, body in (("no routeId", {}), ("a numeric routeId", {"routeId": 7})):
+        reply = send(ctx, "invocations.create", body=body)
+        ctx.expect_error(reply, "BX1004", f"an invocation with {label}", "INV-001")
+    active: bool | None = True if any(getattr(ctx.target, s) for s in ROUTES) else None
+    if active is None:
+        listed = ctx.client.get(route_path("invocations.routes"))
+        with suppress(ValueError, AttributeError):
+            if listed.status == 200 and isinstance(listed.json(), dict):
+                active = "epochId" in listed.json()
+    route = f"conformance-no-such-route-{secrets.token_hex(4)}"
+    reply = send(ctx, "invocations.create", body={"routeId": route})
+    if active is None:  # the target does not say: judge by the answer
+        active = not ctx.is_error(reply, "BX3102")
+    if active:
+        ctx.expect_error(reply, "BX3101", "an invocation of an unknown route", "INV-034")
+        ctx.skip_ids("the target has an active epoch: BX3102 answers only before one", "INV-035")
+    else:
+        ctx.expect_error(reply, "BX3102", "an invocation with no active epoch", "INV-035")
+        ctx.skip_ids("the target has no active epoch yet: every route is unknown", "INV-034")
+    ctx.note(f"bodies without a string routeId refused; unknown route: {reply.describe()}")
+
+
+@check("INV-036")
+def invocation_unknown_ids(ctx: Context) -> None:
+    """An invocation id the server does not hold is BX1001 (404) on the item, stream and cancel
+    routes."""
+    unknown = unknown_invocation_id()
+    for route_id in ("invocations.get", "invocations.stream", "invocations.cancel"):
+        reply = send(ctx, route_id, unknown)
+        ctx.expect_error(reply, "BX1001", f"{route_path(route_id, unknown)} (an unknown id)")
+    ctx.note(f"item, stream and cancel of {unknown} answer BX1001")
+
+
+@check("INV-027", "INV-028", "LIM-003", needs_by_id={"INV-028": (SHAPE,)})
+def invocation_list(ctx: Context) -> None:
+    """GET the list with `limit` 1..200 is `{invocations}`, at most `limit` rows, newest first;
+    a limit outside 1..200 is refused."""
+    row = _expect.route("invocations.list")
+    (name,) = row["query"]
+    bounds = get_spec().limit("invocation-list-limit")
+    low, high = int(bounds["minimum"]), int(bounds["maximum"])
+    where = route_path("invocations.list")
+    for bad in (low - 1, high + 1, "x"):
+        reply = ctx.client.get(f"{where}?{name}={bad}")
+        ctx.expect_error(reply, "BX1004", f"the list with {name}={bad}", "LIM-003")
+    for good in (low, high):
+        reply = ctx.client.get(f"{where}?{name}={good}")
+        body: Any = None
+        with suppress(ValueError):
+            body = reply.json()
+        rows = body.get("invocations") if isinstance(body, dict) else None
+        if not ctx.check(
+            reply.status == 200 and isinstance(rows, list) and set(body) == {"invocations"},
+            f"the list with {name}={good}: {reply.describe()}, not `{{invocations}}`",
+            "INV-027",
+            "LIM-003",
+        ):
+            continue
+        assert isinstance(rows, list)
+        ctx.check(len(rows) <= good, f"{len(rows)} rows for {name}={good}", "LIM-003")
+        for found in rows[:20]:
+            shape(ctx, found, "RouteInvocationSummary.json", "a list row", "INV-027")
+    ctx.note(f"{name} {low}..{high}: `{{invocations}}`, out-of-range values refused")
+    if "INV-028" in ctx.partial:
+        return
+    if ctx.target.document_route is None:
+        ctx.skip_ids(
+            f"needs {ROUTES['document_route'][1]} ({ROUTES['document_route'][0]})", "INV-028"
+        )
+        return
+    made = []
+    for _ in range(2):
+        reply = send(
+            ctx, "invocations.create", body={"routeId": ctx.target.document_route}, wait=True
+        )
+        made.append(identity(ctx, envelope(ctx, reply, "an invocation", 200, "INV-028")))
+    reply = ctx.client.get(f"{where}?{name}=2")
+    rows = reply.json().get("invocations", []) if reply.status == 200 else []
+    listed = [r.get("id") for r in rows if isinstance(r, dict)]
+    ctx.check(
+        listed == made[::-1], f"the newest two rows are {listed}, not {made[::-1]}", "INV-028"
+    )
+    ctx.note("the newest two invocations listed newest first")
+
+
+# -- checks with a named route ----------------------------------------------------------------
+
+
+@check(
+    "INV-002",
+    "INV-003",
+    "INV-004",
+    "INV-005",
+    "INV-006",
+    "INV-007",
+    "INV-008",
+    "INV-009",
+    "INV-016",
+    "INV-021",
+    "INV-026",
+    "INV-029",
+    needs_by_id={"INV-006": (SHAPE,), "INV-016": (SHAPE,), "INV-029": (SHAPE,)},
+)
+def invocation_completes(ctx: Context) -> None:
+    """The document route answers 200 `{invocation}`, completed with its outcome and Agent
+    Document, no retention, the request's correlationId and requestId echoed; the item route
+    answers the same envelope; event fixture options are an object; with `stream: true` the
+    POST answers 202 with a running invocation."""
+    route = named(ctx, "document_route")
+    token = secrets.token_hex(6)
+    sent = {
+        "routeId": route,
+        "input": {"conformance": token},
+        "args": ["conformance", 1],
+        "correlationId": f"conformance-c-{token}",
+        "requestId": f"conformance-r-{token}",
+    }
+    reply = send(ctx, "invocations.create", body=sent, wait=True)
+    found = envelope(ctx, reply, f"invocation of {route!r}", 200, "INV-026", "INV-002", "INV-003")
+    if found.get("status") != "completed":
+        ctx.not_testable(f"the document route {route!r} ended {found.get('status')!r}")
+    ctx.check("outcome" in found, "a completed invocation without `outcome`", "INV-008")
+    retention = found.get("retention")
+    ctx.check(
+        retention is None or (isinstance(retention, dict) and bool(retention.get("evictedEvents"))),
+        f"`retention` {retention!r} on an invocation that evicted nothing",
+        "INV-009",
+    )
+    shape(ctx, found, "RouteInvocation.json", "the envelope", "INV-008")
+    for key in ("correlationId", "requestId"):
+        which = "INV-004" if key == "correlationId" else "INV-005"
+        echoed = found.get(key) == sent[key] if ctx.follows(SHAPE) else mentions(found, sent[key])
+        ctx.check(echoed, f"the envelope does not echo the {key} sent", which)
+    if ctx.follows(SHAPE):
+        ctx.check(
+            found.get("input") == sent["input"],
+            "the envelope's input is not the one sent",
+            "INV-002",
+        )
+        document = found.get("document")
+        ctx.check(document is not None, f"no Agent Document from {route!r}", "INV-021")
+        kept = [e for e in found.get("renderEvents", []) if isinstance(e, dict)]
+        ctx.check(
+            document is None or any(e.get("hasDocument") is True for e in kept),
+            "the window holds no document-bearing event, yet the envelope has a document",
+            "INV-016",
+        )
+        again = item(ctx, identity(ctx, found), "INV-029")
+        shape(ctx, again, "RouteInvocation.json", "the item", "INV-029")
+        ctx.check(again == found, "the item route's envelope is not the final one", "INV-029")
+        bad: tuple[tuple[str, Any], ...] = (("a string", "conformance"), ("an array", []))
+        for label, options in bad:
+            reply = send(
+                ctx, "invocations.create", body={"routeId": route, "eventFixture": options}
+            )
+            ctx.expect_error(reply, "BX1004", f"event fixture options as {label}", "INV-006")
+        fixture = {"fixtureId": f"conformance-{token}"}
+        reply = send(
+            ctx, "invocations.create", body={"routeId": route, "eventFixture": fixture}, wait=True
+        )
+        ctx.check(
+            reply.status == 200,
+            f"an invocation with event fixture options: {reply.describe()}",
+            "INV-006",
+        )
+    start(ctx, "document_route")  # 202 with a running invocation; it completes on its own
+    ctx.note(f"{route!r} completed with outcome {found.get('outcome')!r}, echoed ids")
+
+
+@check("INV-022", "INV-023", needs_by_id={"INV-023": (SHAPE,)})
+def invocation_trace(ctx: Context) -> None:
+    """The invocation's trace entries (found by its requestId) link to the invocation with an
+    `href` that answers it, and none of them holds the envelope's render events, document or
+    result."""
+    route = named(ctx, "document_route")
+    request_id = f"conformance-r-{secrets.token_hex(6)}"
+    after = latest(ctx, "trace.replay")
+    reply = send(
+        ctx, "invocations.create", body={"routeId": route, "requestId": request_id}, wait=True
+    )
+    found = envelope(ctx, reply, f"invocation of {route!r}", 200)
+    entries = wait_for_entries(ctx, after, request_id, ctx.target.stream_timeout)
+    if not entries:
+        ctx.not_testable(f"no trace entry carries the invocation's requestId {request_id}")
+    hrefs = {e.get("href") for e in entries}
+    ctx.check(
+        None not in hrefs,
+        f"{sum(1 for e in entries if 'href' not in e)} entries without `href`",
+        "INV-022",
+    )
+    invocation_id = found.get("id")
+    for href in sorted(h for h in hrefs if isinstance(h, str))[:3]:
+        linked = ctx.client.get(href) if href.startswith("/") else None
+        body: Any = None
+        with suppress(ValueError):
+            body = linked.json() if linked is not None else None
+        ok = linked is not None and linked.status == 200 and body is not None
+        if ok and ctx.follows(SHAPE):
+            ok = isinstance(body, dict) and body.get("invocation", {}).get("id") == invocation_id
+        ctx.check(ok, f"`href` {href!r} does not answer the invocation", "INV-022")
+    if "INV-023" not in ctx.partial:
+        bulky = [found.get(k) for k in ("renderEvents", "document", "result")]
+        bulky = [v for v in bulky if isinstance(v, dict | list) and v]
+        copies = [e.get("sequence") for e in entries if any(mentions(e, v) for v in bulky)]
+        ctx.check(not copies, f"entries {copies} copy the invocation's snapshot", "INV-023")
+    ctx.note(f"{len(entries)} trace entries of the invocation, each with an href")
+
+
+@check(
+    "INV-007",
+    "INV-018",
+    "INV-030",
+    "INV-032",
+    "INV-033",
+    "INV-037",
+    "STREAM-001",
+    needs=(SHAPE,),
+)
+def invocation_stream(ctx: Context) -> None:
+    """A streamed invocation answers 202 running; its stream sends only `render`, `trace`,
+    `truncated` and `final`, no `truncated` without evictions, `final` once with the final
+    envelope, then closes; a stream opened after the end replays the same window."""
+    route, running = start(ctx, "document_route", "INV-030")
+    invocation_id = identity(ctx, running)
+    items, _, media = read_to_final(ctx, invocation_id, "the stream")
+    ctx.check(media == "text/event-stream", f"served as {media!r}", "STREAM-001")
+    final = final_of(ctx, items, "the stream")
+    later, _, _ = read_to_final(ctx, invocation_id, "a stream opened after the end")
+    stored = item(ctx, invocation_id)
+    ctx.check(final == stored, "`final` does not carry the item route's envelope", "INV-037")
+    ctx.check(
+        final_of(ctx, later, "the later stream") == stored,
+        "a stream opened after the end ends with another envelope",
+        "INV-037",
+    )
+    evicted = "retention" in stored
+    for label, found in (("the stream", items), ("the later stream", later)):
+        truncated = sum(1 for i in found if i.name == "truncated")
+        ctx.check(
+            truncated == (1 if evicted else 0),
+            f"{label}: `truncated` {truncated} times, the envelope"
+            f" {'has' if evicted else 'has no'} retention",
+            "INV-032",
+        )
+    kept = [e.get("sequence") for e in stored.get("renderEvents", []) if isinstance(e, dict)]
+    replayed = [e.get("sequence") for e in renders(ctx, later, "the later stream")]
+    ctx.check(
+        replayed == kept, f"the replay after the end has {replayed}, the envelope {kept}", "INV-018"
+    )
+    ctx.note(f"{route!r}: 202 running, {len(items)} events to `final`, the same replay after")
+
+
+@check(
+    "INV-011",
+    "INV-012",
+    "INV-024",
+    "INV-025",
+    "INV-031",
+    "ERR-001",
+    needs=(SHAPE,),
+)
+def invocation_cancel(ctx: Context) -> None:
+    """Cancel (no body) of a running invocation answers 202 with it cancelled and without an
+    outcome, its stream ends with that; a cancel of a final invocation is AB8256 (409) and
+    changes nothing."""
+    route, running = start(ctx, "long_route")
+    invocation_id = identity(ctx, running)
+    ended = False
+    try:
+        reply = send(ctx, "invocations.cancel", invocation_id)
+        cancelled = envelope(ctx, reply, "the cancel", 202, "INV-024", "INV-031")
+        ended = True
+    finally:
+        if not ended:
+            cancel_quietly(ctx, invocation_id)
+    for label, found in (
+        ("the cancel's answer", cancelled),
+        ("the item", item(ctx, invocation_id)),
+    ):
+        shape(ctx, found, "RouteInvocation.json", label, "INV-024", "INV-031")
+        ctx.check(
+            found.get("status") == "cancelled",
+            f"{label}: status {found.get('status')!r}",
+            "INV-011",
+            "INV-024",
+        )
+        ctx.check(
+            "outcome" not in found,
+            f"{label}: outcome {found.get('outcome')!r}",
+            "INV-012",
+            "INV-024",
+        )
+    before = item(ctx, invocation_id)
+    again = send(ctx, "invocations.cancel", invocation_id)
+    ctx.expect_error(again, "AB8256", "a second cancel", "INV-025", "ERR-001")
+    ctx.check(
+        item(ctx, invocation_id) == before, "a refused cancel changed the invocation", "INV-025"
+    )
+    items, _, _ = read_to_final(ctx, invocation_id, "the cancelled invocation's stream")
+    final = final_of(ctx, items, "the cancelled invocation's stream")
+    ctx.check(
+        final.get("status") == "cancelled" and "outcome" not in final,
+        f"its `final` has status {final.get('status')!r}, outcome {final.get('outcome')!r}",
+        "INV-011",
+        "INV-012",
+    )
+    if ctx.target.document_route is not None:
+        reply = send(
+            ctx, "invocations.create", body={"routeId": ctx.target.document_route}, wait=True
+        )
+        done = envelope(ctx, reply, "an invocation of the document route", 200)
+        refused = send(ctx, "invocations.cancel", identity(ctx, done))
+        ctx.expect_error(
+            refused, "AB8256", "a cancel of a completed invocation", "INV-025", "ERR-001"
+        )
+    ctx.note(f"{route!r} cancelled (202, no outcome); a second cancel refused with AB8256")
+
+
+# The window's ids judged from the render events (the others from the envelope's seed keys).
+WINDOW_NEEDS: dict[str, tuple[str, ...]] = {
+    i: (SHAPE,)
+    for i in (
+        *("INV-013", "INV-014", "INV-015", "INV-016", "INV-017", "INV-018", "INV-020"),
+        *("LIM-001", "LIM-002"),
+    )
+}
+
+
+@check(
+    "INV-009",
+    "INV-010",
+    "INV-013",
+    "INV-014",
+    "INV-015",
+    "INV-016",
+    "INV-017",
+    "INV-018",
+    "INV-019",
+    "INV-020",
+    "INV-021",
+    "LIM-001",
+    "LIM-002",
+    needs_by_id=WINDOW_NEEDS,
+)
+def invocation_window(ctx: Context) -> None:
+    """The flood route's window: at most 256 events and 2 MiB unless it holds only the newest
+    and the newest document-bearing event, both always kept; `retention` counts it exactly,
+    `truncated` comes once; the envelope, the item and a later replay hold the same window."""
+    route = named(ctx, "flood_route")
+    most, size = _expect.limit("render-window-events"), _expect.limit("render-window-bytes")
+    reply = send(ctx, "invocations.create", body={"routeId": route}, wait=True)
+    plain = envelope(ctx, reply, f"invocation of {route!r}", 200)
+    judge_retention(ctx, plain, f"{route!r}'s envelope")
+    if not ctx.follows(SHAPE):
+        ctx.note(f"{route!r}: retention {plain.get('retention')}")
+        return
+    _, running = start(ctx, "flood_route")
+    invocation_id = identity(ctx, running)
+    items, _, _ = read_to_final(ctx, invocation_id, "the flood's stream")
+    final = final_of(ctx, items, "the flood's stream")
+    judge_retention(ctx, final, "the streamed flood's final envelope")
+    seen = renders(ctx, items, "the flood's stream")
+    kept = [e for e in final.get("renderEvents", []) if isinstance(e, dict)]
+    if not seen or not kept:
+        ctx.not_testable(
+            f"{route!r} rendered {len(seen)} events the stream showed, kept {len(kept)}"
+        )
+    truncated = sum(1 for i in items if i.name == "truncated")
+    ctx.check(truncated == 1, f"`truncated` {truncated} times on an evicting stream", "INV-020")
+    sequences = [e.get("sequence") for e in kept]
+    ctx.check(len(kept) <= most, f"{len(kept)} events in the window", "INV-013", "LIM-001")
+    newest = max(int(e.get("sequence", 0)) for e in seen)
+    ctx.check(
+        sequences[-1] == newest,
+        f"the window ends at {sequences[-1]}, the newest is {newest}",
+        "INV-015",
+        "LIM-002",
+    )
+    documents = [int(e.get("sequence", 0)) for e in seen if e.get("hasDocument") is True]
+    kept_documents = [int(e.get("sequence", 0)) for e in kept if e.get("hasDocument") is True]
+    if documents:
+        ctx.check(
+            bool(kept_documents) and max(kept_documents) >= max(documents),
+            f"the newest document-bearing event {max(documents)} is not in the window"
+            f" (it keeps {kept_documents})",
+            "INV-016",
+            "LIM-002",
+        )
+    if final.get("document") is not None:
+        ctx.check(
+            bool(kept_documents),
+            "a document, yet no document-bearing event kept",
+            "INV-016",
+            "LIM-002",
+        )
+    elif documents:
+        ctx.fail("the flood rendered a document, the envelope has none", "INV-021")
+    protected = {sequences[-1], *(kept_documents[-1:])}
+    others = [e for e in kept if e.get("sequence") not in protected]
+    total = sum(int(e.get("bytes", 0)) for e in kept)
+    big = [e.get("sequence") for e in others if int(e.get("bytes", 0)) > size]
+    ctx.check(not big, f"events {big} over {size} bytes by themselves", "INV-017")
+    ctx.check(
+        total <= size or not others,
+        f"{total} bytes in a window of {len(kept)}",
+        "INV-014",
+        "LIM-002",
+    )
+    retention = final.get("retention") or {}
+    ctx.check(
+        retention.get("retainedBytes") == total
+        and retention.get("producedEvents", 0) - retention.get("evictedEvents", 0) == len(kept)
+        and retention.get("producedEvents", 0) >= newest,
+        f"retention {retention} does not count a window of {len(kept)} events, {total} bytes",
+        "INV-010",
+    )
+    stored = item(ctx, invocation_id)
+    later, _, _ = read_to_final(ctx, invocation_id, "a stream opened after the flood")
+    replayed = renders(ctx, later, "a stream opened after the flood")
+    ctx.check(
+        stored.get("renderEvents") == final.get("renderEvents"),
+        "the item holds another window",
+        "INV-018",
+    )
+    ctx.check(
+        replayed == kept,
+        f"the replay after the end has {len(replayed)} events, not the window's {len(kept)}",
+        "INV-018",
+    )
+    again = sum(1 for i in later if i.name == "truncated")
+    ctx.check(again == 1, f"`truncated` {again} times on a stream opened after the end", "INV-020")
+    ctx.note(
+        f"{route!r}: {retention.get('producedEvents')} events, {len(kept)} kept, {total} bytes"
+    )
+
+
+def judge_retention(ctx: Context, found: dict[str, Any], label: str) -> None:
+    """A flood's envelope: completed with its outcome, `retention` present with its numbers."""
+    if found.get("status") != "completed":
+        ctx.not_testable(f"{label}: the flood route ended {found.get('status')!r}")
+    ctx.check("outcome" in found, f"{label}: no `outcome` after evictions", "INV-021")
+    retention = found.get("retention")
+    if not ctx.check(isinstance(retention, dict), f"{label}: no `retention`", "INV-019", "INV-009"):
+        return
+    for problem in problems("RenderRetention.json", retention):
+        ctx.fail(f"{label}: retention {problem}"[:300], "INV-010")
+    ctx.check(
+        isinstance(retention, dict) and (retention.get("evictedEvents") or 0) > 0,
+        f"{label}: retention {retention} evicted nothing",
+        "INV-009",
+    )
