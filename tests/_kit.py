@@ -1,15 +1,20 @@
 """Shared by the conformance test modules: our server stack on a loopback port (optionally
-wrapped in deliberately broken middleware) and small helpers to run and read the kit."""
+wrapped in deliberately broken middleware), a project with routes for the invocation checks,
+and small helpers to run and read the kit."""
 
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from _projects import config, write_project
+
+from bundle_server import DevServer
 from bundle_server._http.app import create_app
 from bundle_server._http.shell import LoopbackShell
 from bundle_server.logs.hub import LogBridge, LogHub
@@ -18,6 +23,36 @@ from bundle_server.project.manager import ProjectLoop
 from bundle_server.trace.hub import TraceHub
 from conformance import Report, Status, Target, run
 
+# The routes of the kit's project, as the kit is told of them (Target.document_route, ...):
+# one completing with an Agent Document, one running until cancelled, one rendering a document
+# and then more events than the render-history window holds (300 events, 3 MB).
+ROUTES = """
+import time
+
+def review(event, context):
+    # A moment's work first: our server snapshots a streamed POST's 202 answer after the run
+    # began, so a route ending at once can be answered final rather than running (a bug of
+    # the server's the kit reports as INV-007; the kit's own tests should not race on it).
+    time.sleep(0.2)
+    context.render("heading", {"text": "Review of " + event["family"]})
+    context.render("summary", None, document={"title": "turn ended", "input": context.input})
+    return {"family": event["family"], "input": context.input}
+
+def hangs(event, context):
+    context.render("started", None)
+    time.sleep(60)
+
+def floods(event, context):
+    context.render("cover", None, document={"title": "a flood"})
+    for index in range(300):
+        context.render("line", {"index": index, "pad": "x" * 10000})
+    return {"lines": 300}
+"""
+ROUTE_TARGET: dict[str, Any] = {
+    "document_route": "review",
+    "long_route": "hangs",
+    "flood_route": "floods",
+}
 SESSION = "s" * 43
 RECEIPT = "r" * 43
 WSGIApp = Callable[..., Any]
@@ -59,6 +94,25 @@ def serve(
         finally:
             shell.stop()
             bridge.detach()
+
+
+def route_project(root: Path) -> Path:
+    """A bundle project at `root` whose routes are ROUTES."""
+    routes = [
+        {"id": name, "handler": f"bundle_routes:{name}", "families": ["stop"]}
+        for name in ROUTE_TARGET.values()
+    ]
+    return write_project(root, config(routes=routes), files={"bundle_routes.py": ROUTES})
+
+
+def wait_active(server: DevServer, timeout: float = 60.0) -> DevServer:
+    """`server` once its project has an active epoch (its routes can run)."""
+    deadline = time.monotonic() + timeout
+    while server.project is None or server.project.active_epoch() is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the project never built")
+        time.sleep(0.05)
+    return server
 
 
 def run_kit(target: Target, *select: str, slow: bool = False) -> Report:
