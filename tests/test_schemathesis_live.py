@@ -6,6 +6,11 @@ receipt bearer token for the receipt route), positive and negative data (`--mode
 the checks that matter here: no 5xx, every status and body as documented. Streams are left
 out because a stream never ends by design (a fuzzer would wait on it until its timeout); their
 frames are checked in test_server_streams.py and by the conformance kit.
+
+The server serves a project with routes (the conformance kit's, `_kit.ROUTES`), and the
+document it fuzzes gains request examples naming one of them, so the examples phase runs
+invocations that answer 200 and 202 (a fuzzer does not guess a route id); other bodies answer
+BX3101, and the item, stream and cancel routes BX1001 for generated ids.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from _kit import ROUTE_TARGET, route_project, wait_active
 
 from bundle_server import DevServer, start_dev_server
 
@@ -33,9 +40,25 @@ CHECKS = ",".join(
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    project = str(tmp_path_factory.mktemp("project"))
-    with start_dev_server(project, check_responses=True) as handle:
-        yield handle
+    root = tmp_path_factory.mktemp("schemathesis")
+    with start_dev_server(
+        route_project(root / "project"),
+        check_responses=True,
+        watch=False,
+        environ={"BUNDLE_STATE_ROOT": str(root / "state")},
+    ) as handle:
+        yield wait_active(handle)
+
+
+def with_invocation_examples(document: dict[str, Any]) -> dict[str, Any]:
+    """`document` with request examples of the invocation POST naming the project's route."""
+    route = ROUTE_TARGET["document_route"]
+    body = document["paths"]["/api/routes/invocations"]["post"]["requestBody"]
+    body["content"]["application/json"]["examples"] = {
+        "completed": {"value": {"routeId": route, "input": {"n": 1}, "requestId": "st-1"}},
+        "streamed": {"value": {"routeId": route, "stream": True, "requestId": "st-2"}},
+    }
+    return document
 
 
 def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(
@@ -47,7 +70,7 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(
     with urllib.request.urlopen(request, timeout=10) as response:
         document = json.load(response)
     schema = tmp_path / "openapi.json"
-    schema.write_text(json.dumps(document))
+    schema.write_text(json.dumps(with_invocation_examples(document)))
     st = Path(sys.executable).with_name("st")
     command = [
         str(st),
@@ -86,3 +109,11 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert "Tested:" in result.stdout
+    # The examples ran: an invocation answered 200, a streamed one 202.
+    listed = urllib.request.Request(
+        server.url + "/api/routes/invocations?limit=200",
+        headers={"x-bundle-session": server.session_token},
+    )
+    with urllib.request.urlopen(listed, timeout=10) as response:
+        rows = json.load(response)["invocations"]
+    assert {"st-1", "st-2"} <= {row.get("requestId") for row in rows}, rows[:5]
