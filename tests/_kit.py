@@ -30,10 +30,6 @@ ROUTES = """
 import time
 
 def review(event, context):
-    # A moment's work first: our server snapshots a streamed POST's 202 answer after the run
-    # began, so a route ending at once can be answered final rather than running (a bug of
-    # the server's the kit reports as INV-007; the kit's own tests should not race on it).
-    time.sleep(0.2)
     context.render("heading", {"text": "Review of " + event["family"]})
     context.render("summary", None, document={"title": "turn ended", "input": context.input})
     return {"family": event["family"], "input": context.input}

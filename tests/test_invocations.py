@@ -433,3 +433,11 @@ def test_each_invocation_is_announced_as_project_events(client: Client) -> None:
         time.sleep(0.05)
     assert [row["status"] for row in mine] == ["running", "completed"]
     reference_validator("RouteInvocationSummary.json").validate(mine[-1])
+
+
+def test_a_streamed_create_answers_running_even_for_a_route_done_at_once(client: Client) -> None:
+    for index in range(20):
+        status, body = invoke(client, routeId="quick", input=index, stream=True)
+        assert status == 202
+        reference_validator("RunningRouteInvocation.json").validate(body["invocation"])
+        assert body["invocation"]["status"] == "running"

@@ -66,8 +66,7 @@ def create(call: Call) -> Reply:
     """200 with the final envelope, or 202 with the running one when `stream` is true."""
     invocation = _service(call).start(call.body)
     if call.body.get("stream"):
-        with invocation.lock:
-            return Reply(202, {"invocation": invocation.envelope()})
+        return Reply(202, {"invocation": invocation.at_start})
     wait_final(invocation)
     with invocation.lock:
         return Reply(200, {"invocation": invocation.envelope()})

@@ -111,6 +111,7 @@ class Invocation:
         self.done = threading.Event()
         self.worker: RouteWorker | None = None
         self.runtime = "shared"  # or "standalone": how its worker was chosen (dev.runtime.mode)
+        self.at_start: dict[str, Any] = {}  # the envelope as it started (status running)
 
     @property
     def final(self) -> bool:
@@ -227,6 +228,10 @@ class InvocationService:
             self._invocations[invocation.id] = invocation
             self._forget_old()
         self._announce(invocation)
+        # What a streamed create answers (202 with a running invocation): taken before the run
+        # starts, since a quick route can be final by the time the handler looks.
+        with invocation.lock:
+            invocation.at_start = invocation.envelope()
         threading.Thread(
             target=self._run, args=(invocation, root), name=f"route {route['id']}", daemon=True
         ).start()
