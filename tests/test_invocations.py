@@ -441,3 +441,10 @@ def test_a_streamed_create_answers_running_even_for_a_route_done_at_once(client:
         assert status == 202
         reference_validator("RunningRouteInvocation.json").validate(body["invocation"])
         assert body["invocation"]["status"] == "running"
+
+
+@pytest.mark.parametrize(("limit", "says"), [("0", "less than the minimum"), ("201", "maximum")])
+def test_a_list_limit_out_of_range_says_so(client: Client, limit: str, says: str) -> None:
+    reply = client.request("GET", f"/api/routes/invocations?limit={limit}")
+    assert (reply.status, reply.code()) == (400, "BX1004")
+    assert says in reply.json()["error"]["message"]

@@ -152,10 +152,15 @@ def query_values(route: Route, args: Mapping[str, str]) -> dict[str, Any]:
             value = _coerce(raw)
             try:
                 validate(row["schema"], value, error, parameter=name)
-            except ContractError:
+            except ContractError as as_number:
                 if value == raw:
                     raise
-                validate(row["schema"], raw, error, parameter=name)
+                # Integer-looking text may still be a string parameter; when it is neither,
+                # the number's fault (out of range, say) is the one worth telling.
+                try:
+                    validate(row["schema"], raw, error, parameter=name)
+                except ContractError:
+                    raise as_number from None
                 value = raw
             values[name] = value
     return values
