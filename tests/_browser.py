@@ -55,15 +55,24 @@ class WorkbenchServer:
 
 
 @contextmanager
-def workbench_server(root: Path, port: int = 0) -> Iterator[WorkbenchServer]:
-    """The server on `root`/project (made on first use, reused after), on `port` (0: free)."""
+def workbench_server(
+    root: Path,
+    port: int = 0,
+    *,
+    members: dict[str, Any] | None = None,
+    files: dict[str, str] | None = None,
+) -> Iterator[WorkbenchServer]:
+    """The server on `root`/project (made on first use, reused after), on `port` (0: free).
+    `members` adds config members (`dev` ones beside the hosts), `files` project files."""
     hosts = {
         "host_a": host("raw", "ready", "split", "winsize", "echo"),
         "host_b": host("raw", "yes"),
     }
     project = root / "project"
     if not project.exists():
-        write_project(project, config(dev={"hosts": hosts}))
+        extra = dict(members or {})
+        dev = {"hosts": hosts} | extra.pop("dev", {})
+        write_project(project, config(dev=dev, **extra), files=files)
     ready_file = root / "ready.json"
     ready_file.unlink(missing_ok=True)
     # A file, not a pipe nobody reads while the server runs: a full pipe would stop it.

@@ -4,10 +4,18 @@ import { connection, follow, getJSON } from "/assets/api.js";
 import { h, replace } from "/assets/dom.js";
 import * as logs from "/assets/view-logs.js";
 import * as project from "/assets/view-project.js";
+import * as routes from "/assets/view-routes.js";
 import * as sessions from "/assets/view-sessions.js";
 import * as trace from "/assets/view-trace.js";
 
-const VIEWS = { "/": sessions, "/sessions": sessions, "/trace": trace, "/logs": logs, "/project": project };
+const VIEWS = {
+  "/": sessions,
+  "/sessions": sessions,
+  "/trace": trace,
+  "/logs": logs,
+  "/project": project,
+  "/routes": routes,
+};
 const main = document.getElementById("view");
 let current = null;
 

@@ -1,0 +1,521 @@
+// Routes: run a route of the active epoch and watch it. The form takes the route (from
+// GET /api/routes), the input and optional args as JSON (parsed here first: text that is not
+// JSON is never sent), and a correlation id; Run posts a streamed invocation (202, running) and
+// follows its server-sent events (`trace`, `truncated` once, `render`, the terminating `final`
+// with the final envelope). Render events show as they arrive; the final envelope replaces
+// them with the window the server kept (its newest 256 events / 2 MiB, `retention` when it
+// evicted any) and adds the Agent Document, result, outcome, diagnostics and timings. Past
+// invocations (newest first) open the same display; `/routes?invocation=<id>` opens one.
+import { ApiError, getJSON, postJSON } from "/assets/api.js";
+import { h, replace, time } from "/assets/dom.js";
+
+export const title = "Routes";
+
+// As many render events as the server's window keeps: the live list never grows past it.
+const LIVE_EVENTS = 256;
+const LIST_LIMIT = 50;
+const COLUMNS = ["Invocation", "Route", "Status", "Outcome", "Started", "Duration", "Diagnostics"];
+const DOCUMENT_MARK = "This event carries the Agent Document";
+
+function pretty(value) {
+  return value === undefined ? "" : JSON.stringify(value, null, 2);
+}
+
+function message(error) {
+  if (error instanceof ApiError) return error.code ? `${error.code}: ${error.message}` : error.message;
+  return String(error && error.message ? error.message : error);
+}
+
+/** The JSON value of `text`, or the parse error. Blank text is `missing` when allowed. */
+function parseJSON(text, allowBlank) {
+  if (!text.trim()) return allowBlank ? { missing: true } : { error: "enter a JSON value (null for none)" };
+  try {
+    return { value: JSON.parse(text) };
+  } catch (error) {
+    return { error: error.message };
+  }
+}
+
+/** Read server-sent events from `response` until it ends: `onEvent(name, data)` for each. */
+async function readEvents(response, onEvent) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let name = "message";
+      let data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) name = line.slice(7);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      if (!data) continue; // a comment (keep-alive)
+      onEvent(name, JSON.parse(data));
+    }
+  }
+}
+
+function retentionText(retention) {
+  return (
+    `Events were evicted: ${retention.evictedEvents} of ${retention.producedEvents} render events ` +
+    `(${retention.evictedBytes} bytes) are gone; the newest ${retention.retainedBytes} bytes are kept.`
+  );
+}
+
+export function mount(container, params) {
+  // --- The form ---
+  const route = h("select", { id: "route-id", name: "route", required: true });
+  const input = h("textarea", {
+    id: "route-input",
+    rows: 6,
+    "aria-describedby": "route-input-error",
+  });
+  input.value = "null";
+  input.spellcheck = false;
+  const args = h("textarea", {
+    id: "route-args",
+    rows: 3,
+    placeholder: "none",
+    "aria-describedby": "route-args-error",
+  });
+  args.spellcheck = false;
+  const correlation = h("input", {
+    id: "route-correlation",
+    type: "text",
+    autocomplete: "off",
+    placeholder: "none",
+  });
+  const inputError = h("p", { id: "route-input-error", className: "error", role: "alert" });
+  const argsError = h("p", { id: "route-args-error", className: "error", role: "alert" });
+  const formError = h("p", { className: "error", role: "alert" });
+  const run = h("button", { type: "submit" }, "Run");
+  const cancel = h("button", { type: "button", disabled: true, onclick: () => cancelCurrent() }, "Cancel");
+  const epochLine = h("span", { className: "muted" });
+  const form = h(
+    "form",
+    { className: "routes-form", "aria-label": "Run a route", onsubmit: (event) => submit(event) },
+    h("div", { className: "field" }, h("label", { htmlFor: "route-id" }, "Route"), route, epochLine),
+    h(
+      "div",
+      { className: "field" },
+      h("label", { htmlFor: "route-input" }, "Input (JSON)"),
+      input,
+      inputError,
+    ),
+    h(
+      "div",
+      { className: "field" },
+      h("label", { htmlFor: "route-args" }, "Args (JSON, optional)"),
+      args,
+      argsError,
+    ),
+    h(
+      "div",
+      { className: "field" },
+      h("label", { htmlFor: "route-correlation" }, "Correlation id (optional)"),
+      correlation,
+    ),
+    h(
+      "div",
+      { className: "toolbar" },
+      run,
+      cancel,
+      h("span", { className: "muted keys" }, "Ctrl+Enter runs"),
+    ),
+    formError,
+  );
+  for (const area of [input, args]) {
+    area.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+        event.preventDefault();
+        form.requestSubmit();
+      }
+    });
+  }
+  // A new epoch can bring other routes: the list is read again whenever it is about to be used.
+  route.addEventListener("focus", () => loadRoutes());
+  input.addEventListener("input", () => clearError(input, inputError));
+  args.addEventListener("input", () => clearError(args, argsError));
+
+  // --- The invocation on display ---
+  const detail = h("section", { className: "invocation", "aria-label": "Invocation", hidden: true });
+
+  // --- Past invocations ---
+  const pastBody = h("tbody");
+  const pastNote = h("p", { className: "muted" });
+  const refresh = h("button", { type: "button", onclick: () => loadPast() }, "Refresh");
+  const past = h(
+    "section",
+    { className: "past", "aria-labelledby": "past-title" },
+    h("div", { className: "toolbar" }, h("h3", { id: "past-title" }, "Past invocations"), refresh),
+    h(
+      "table",
+      { "aria-labelledby": "past-title" },
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          COLUMNS.map((name) => h("th", { scope: "col" }, name)),
+        ),
+      ),
+      pastBody,
+    ),
+    pastNote,
+  );
+
+  const view = h(
+    "div",
+    { className: "routes-view" },
+    h(
+      "div",
+      { className: "routes-main" },
+      h("section", { className: "routes-run" }, h("h2", {}, "Routes"), form),
+      detail,
+    ),
+    past,
+  );
+  replace(container, view);
+
+  let unmounted = false;
+  let shown = null; // {id, status, events: Map(sequence -> element), ...} of the invocation shown
+  let controller = null; // the stream being followed
+
+  function clearError(area, line) {
+    area.removeAttribute("aria-invalid");
+    line.textContent = "";
+  }
+
+  // --- Routes of the active epoch ---
+  async function loadRoutes() {
+    try {
+      const listed = await getJSON("/api/routes");
+      if (unmounted) return;
+      const ids = listed.routes.map((row) => row.id);
+      const labels = listed.routes.map((row) => `${row.id} (${row.family})`);
+      // Unchanged options stay as they are: a list open under the pointer is not disturbed.
+      if (labels.join("\n") !== Array.from(route.options, (option) => option.textContent).join("\n")) {
+        const chosen = route.value;
+        replace(
+          route,
+          listed.routes.map((row, index) => h("option", { value: row.id }, labels[index])),
+        );
+        if (ids.includes(chosen)) route.value = chosen;
+      }
+      epochLine.textContent = listed.epochId ? `epoch ${listed.epochId}` : "no active epoch";
+      if (!ids.length) {
+        epochLine.textContent += listed.epochId ? " · it has no routes" : " · nothing to run yet";
+      }
+      run.disabled = !ids.length;
+    } catch (error) {
+      if (!unmounted) formError.textContent = `Routes: ${message(error)}`;
+    }
+  }
+
+  // --- Running ---
+  async function submit(event) {
+    event.preventDefault();
+    formError.textContent = "";
+    const parsedInput = parseJSON(input.value, false);
+    const parsedArgs = parseJSON(args.value, true);
+    let invalid = null;
+    if (parsedInput.error) {
+      input.setAttribute("aria-invalid", "true");
+      inputError.textContent = `Input is not valid JSON: ${parsedInput.error}`;
+      invalid = invalid || input;
+    }
+    if (parsedArgs.error) {
+      args.setAttribute("aria-invalid", "true");
+      argsError.textContent = `Args are not valid JSON: ${parsedArgs.error}`;
+      invalid = invalid || args;
+    }
+    if (invalid) {
+      invalid.focus();
+      return;
+    }
+    if (!route.value) {
+      formError.textContent = "Choose a route first.";
+      return;
+    }
+    const body = { routeId: route.value, input: parsedInput.value, stream: true };
+    if (!parsedArgs.missing) body.args = parsedArgs.value;
+    if (correlation.value.trim()) body.correlationId = correlation.value.trim();
+    run.disabled = true;
+    try {
+      const answer = await postJSON("/api/routes/invocations", body);
+      if (unmounted) return;
+      open(answer.invocation);
+      loadPast();
+    } catch (error) {
+      if (!unmounted) formError.textContent = `Run: ${message(error)}`;
+    } finally {
+      run.disabled = !route.options.length;
+    }
+  }
+
+  async function cancelCurrent() {
+    if (!shown || shown.status !== "running") return;
+    const id = shown.id;
+    cancel.disabled = true;
+    try {
+      const answer = await postJSON(`/api/routes/invocations/${encodeURIComponent(id)}/cancel`, {});
+      if (!unmounted && shown && shown.id === id) show(answer.invocation);
+    } catch (error) {
+      if (unmounted) return;
+      // AB8256: it ended first; what it ended with is the invocation's own.
+      if (!(error instanceof ApiError && error.code === "AB8256")) {
+        formError.textContent = `Cancel: ${message(error)}`;
+      }
+      openById(id);
+    }
+    loadPast();
+  }
+
+  // --- Display ---
+  function stopFollowing() {
+    if (controller) controller.abort();
+    controller = null;
+  }
+
+  /** Show `invocation` (an envelope) and, while it runs, follow its stream. */
+  function open(invocation) {
+    stopFollowing();
+    if (location.search !== `?invocation=${encodeURIComponent(invocation.id)}`) {
+      history.replaceState(null, "", `/routes?invocation=${encodeURIComponent(invocation.id)}`);
+    }
+    show(invocation);
+    if (invocation.status === "running") follow(invocation.id);
+  }
+
+  async function openById(id) {
+    try {
+      const answer = await getJSON(`/api/routes/invocations/${encodeURIComponent(id)}`);
+      if (!unmounted) open(answer.invocation);
+    } catch (error) {
+      if (!unmounted) formError.textContent = `Invocation ${id}: ${message(error)}`;
+    }
+  }
+
+  async function follow(id) {
+    const mine = new AbortController();
+    controller = mine;
+    let final = false;
+    try {
+      const response = await fetch(`/api/routes/invocations/${encodeURIComponent(id)}/stream`, {
+        signal: mine.signal,
+        headers: { Accept: "text/event-stream" },
+      });
+      if (!response.ok) throw new ApiError(response.status, null);
+      await readEvents(response, (name, data) => {
+        if (mine.signal.aborted || !shown || shown.id !== id) return;
+        if (name === "render") addEvents([data]);
+        else if (name === "truncated") showRetention(data);
+        else if (name === "trace") countTrace();
+        else if (name === "final") {
+          final = true;
+          show(data.invocation);
+          loadPast();
+        }
+      });
+    } catch (error) {
+      if (mine.signal.aborted || unmounted) return;
+    }
+    if (controller === mine) controller = null;
+    // The stream ended without its final event (a restart, a dropped connection): read it again.
+    if (!final && !mine.signal.aborted && !unmounted) {
+      setTimeout(() => shown && shown.id === id && openById(id), 1000);
+    }
+  }
+
+  function field(label, value, className) {
+    return [h("dt", {}, label), h("dd", { className }, value)];
+  }
+
+  function show(invocation) {
+    const same = shown && shown.id === invocation.id;
+    const traced = same ? shown.traced : 0;
+    const timings = invocation.timings || {};
+    const state = h("span", { className: "state", "data-state": invocation.status }, invocation.status);
+    const summary = h(
+      "dl",
+      { className: "invocation-summary" },
+      field("Status", state),
+      field("Outcome", invocation.outcome || "—", "outcome"),
+      field("Route", invocation.routeId),
+      field("Correlation id", invocation.correlationId || "—"),
+      field("Epoch", (invocation.context && invocation.context.epochId) || "—"),
+      field("Runtime", (invocation.context && invocation.context.runtime) || "—"),
+      field("Started", timings.startedAt || "—", "when"),
+      field("Completed", timings.completedAt || "—", "when"),
+      field("Duration", timings.durationMs !== undefined ? `${timings.durationMs} ms` : "—"),
+    );
+    const traceLink = h(
+      "a",
+      { href: `/trace?correlation=${encodeURIComponent(invocation.id)}&key=invocationId` },
+      "Trace of this invocation",
+    );
+    const traceCount = h("span", { className: "muted trace-count" });
+    const retention = h("p", { className: "retention", role: "status", hidden: true });
+    const events = h("ol", { className: "render-events", "aria-label": "Render events" });
+    const eventsNote = h("p", { className: "muted" });
+    const document_ = h("pre", { className: "details-json", "aria-label": "Agent Document", tabIndex: 0 });
+    const result = h("pre", { className: "details-json", "aria-label": "Result", tabIndex: 0 });
+    const diagnostics = h("ul", { className: "diagnostics", "aria-label": "Diagnostics" });
+    const running = invocation.status === "running";
+    const noDocument = invocation.document === null || invocation.document === undefined;
+    document_.textContent = noDocument ? (running ? "(not yet)" : "(none)") : pretty(invocation.document);
+    result.textContent = running ? "(not yet)" : pretty(invocation.result);
+    for (const diagnostic of invocation.diagnostics || []) {
+      diagnostics.append(
+        h(
+          "li",
+          { "data-severity": diagnostic.severity },
+          h("span", { className: "severity" }, diagnostic.severity),
+          diagnostic.code ? ` ${diagnostic.code}` : "",
+          `: ${diagnostic.message}`,
+        ),
+      );
+    }
+    if (!diagnostics.childElementCount) diagnostics.append(h("li", { className: "muted" }, "none"));
+    replace(
+      detail,
+      h(
+        "div",
+        { className: "details-head" },
+        h("h3", { id: "invocation-title" }, `${invocation.routeId} · ${invocation.id}`),
+        h("span", { className: "toolbar" }, traceLink, traceCount),
+      ),
+      summary,
+      retention,
+      h("h4", {}, "Render events"),
+      eventsNote,
+      events,
+      h("h4", {}, "Agent Document"),
+      document_,
+      h("h4", {}, "Result"),
+      result,
+      h("h4", {}, "Diagnostics"),
+      diagnostics,
+    );
+    detail.hidden = false;
+    detail.setAttribute("aria-labelledby", "invocation-title");
+    detail.dataset.status = invocation.status;
+    detail.dataset.invocation = invocation.id;
+    shown = {
+      id: invocation.id,
+      status: invocation.status,
+      seen: new Map(),
+      list: events,
+      note: eventsNote,
+      retention,
+      traceCount,
+      traced,
+      latest: null,
+    };
+    addEvents(invocation.renderEvents || []);
+    if (invocation.retention) showRetention(invocation.retention);
+    countTrace(0);
+    cancel.disabled = !running;
+  }
+
+  function showRetention(retention) {
+    shown.retention.hidden = false;
+    shown.retention.textContent = retentionText(retention);
+  }
+
+  function countTrace(more = 1) {
+    shown.traced += more;
+    shown.traceCount.textContent = shown.traced ? `${shown.traced} trace entries streamed` : "";
+  }
+
+  function addEvents(events) {
+    const fragment = document.createDocumentFragment();
+    for (const event of events) {
+      if (shown.seen.has(event.sequence)) continue;
+      const item = h(
+        "li",
+        { className: "render-event", "data-kind": event.kind, "data-sequence": event.sequence },
+        h(
+          "div",
+          { className: "render-head" },
+          h("span", { className: "sequence" }, `#${event.sequence}`),
+          h("strong", { className: "kind" }, event.kind),
+          event.hasDocument ? h("span", { className: "badge", title: DOCUMENT_MARK }, "document") : null,
+          h("span", { className: "muted" }, `${time(event.at)} · ${event.bytes} bytes`),
+        ),
+        h("pre", { className: "details-json" }, pretty(event.data)),
+      );
+      if (event.hasDocument) {
+        item.setAttribute("aria-label", `#${event.sequence} ${event.kind}, carries the Agent Document`);
+      }
+      shown.seen.set(event.sequence, item);
+      fragment.append(item);
+    }
+    shown.list.append(fragment);
+    // The live list keeps what the server's window keeps at most: the oldest go first.
+    while (shown.list.childElementCount > LIVE_EVENTS) {
+      const oldest = shown.list.firstElementChild;
+      shown.seen.delete(Number(oldest.dataset.sequence));
+      oldest.remove();
+    }
+    const count = shown.list.childElementCount;
+    shown.note.textContent = count ? `${count} shown` : shown.status === "running" ? "none yet" : "none";
+  }
+
+  // --- Past invocations ---
+  async function loadPast() {
+    try {
+      const listed = await getJSON(`/api/routes/invocations?limit=${LIST_LIMIT}`);
+      if (unmounted) return;
+      replace(
+        pastBody,
+        listed.invocations.map((row) => {
+          const counts = row.diagnostics || {};
+          const button = h(
+            "button",
+            {
+              type: "button",
+              className: "link",
+              onclick: () => openById(row.id),
+              "aria-label": `Open ${row.routeId} ${row.id}`,
+            },
+            row.id,
+          );
+          return h(
+            "tr",
+            { "data-invocation": row.id, "data-status": row.status },
+            h("td", {}, button),
+            h("td", {}, row.routeId),
+            h("td", {}, h("span", { className: "state", "data-state": row.status }, row.status)),
+            h("td", {}, row.outcome || ""),
+            h("td", {}, time(row.startedAt)),
+            h("td", {}, row.durationMs !== undefined ? `${row.durationMs} ms` : ""),
+            h("td", {}, `${counts.errors || 0} errors, ${counts.warnings || 0} warnings`),
+          );
+        }),
+      );
+      pastNote.textContent = listed.invocations.length ? "" : "No invocations yet.";
+    } catch (error) {
+      if (!unmounted) pastNote.textContent = `Past invocations: ${message(error)}`;
+    }
+  }
+
+  loadRoutes();
+  loadPast();
+  const wanted = params.get("invocation");
+  if (wanted) openById(wanted);
+
+  return {
+    unmount() {
+      unmounted = true;
+      stopFollowing();
+    },
+  };
+}
