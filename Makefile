@@ -47,7 +47,7 @@ bench: $(STAMP)
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 # The README's pictures of the Workbench, as the browser tests last took them.
-SHOTS := sessions-terminal trace-details logs-live project-new-epoch
+SHOTS := sessions-terminal trace-details logs-live project-new-epoch routes
 screenshots:
 	mkdir -p docs/screenshots
 	for s in $(SHOTS); do cp test-artifacts/screenshots/$$s.png docs/screenshots/; done
