@@ -6,7 +6,7 @@
 // them with the window the server kept (its newest 256 events / 2 MiB, `retention` when it
 // evicted any) and adds the Agent Document, result, outcome, diagnostics and timings. Past
 // invocations (newest first) open the same display; `/routes?invocation=<id>` opens one.
-import { ApiError, getJSON, postJSON } from "/assets/api.js";
+import { ApiError, connection, getJSON, postJSON } from "/assets/api.js";
 import { h, replace, time } from "/assets/dom.js";
 
 export const title = "Routes";
@@ -312,6 +312,7 @@ export function mount(container, params) {
         signal: mine.signal,
         headers: { Accept: "text/event-stream" },
       });
+      if (response.status === 401) connection.set("signed-out");
       if (!response.ok) throw new ApiError(response.status, null);
       await readEvents(response, (name, data) => {
         if (mine.signal.aborted || !shown || shown.id !== id) return;
