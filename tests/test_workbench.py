@@ -67,7 +67,17 @@ STATIC = Path(bundle_server.workbench.__file__).parent / "static"
 
 
 @pytest.mark.parametrize(
-    "path", ["/", "/sessions", "/trace", "/trace?correlation=inv_1", "/logs", "/project"]
+    "path",
+    [
+        "/",
+        "/sessions",
+        "/trace",
+        "/trace?correlation=inv_1",
+        "/logs",
+        "/project",
+        "/routes",
+        "/runtime",
+    ],
 )
 def test_every_view_is_the_page_under_a_policy_without_inline_script(
     live: Server, path: str

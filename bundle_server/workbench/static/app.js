@@ -5,6 +5,7 @@ import { h, replace } from "/assets/dom.js";
 import * as logs from "/assets/view-logs.js";
 import * as project from "/assets/view-project.js";
 import * as routes from "/assets/view-routes.js";
+import * as runtime from "/assets/view-runtime.js";
 import * as sessions from "/assets/view-sessions.js";
 import * as trace from "/assets/view-trace.js";
 
@@ -15,6 +16,7 @@ const VIEWS = {
   "/logs": logs,
   "/project": project,
   "/routes": routes,
+  "/runtime": runtime,
 };
 const main = document.getElementById("view");
 let current = null;

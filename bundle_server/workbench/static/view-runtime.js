@@ -1,0 +1,124 @@
+// Runtime: the development runtime's generation (from the project status), a form that runs a
+// surface (a route of the active epoch) for a host kind with an input or a fixture, and the
+// recent runs with their output or error. Runs answer when they are over: the form waits.
+import { ApiError, follow, getJSON, postJSON } from "/assets/api.js";
+import { h, replace, time } from "/assets/dom.js";
+
+export const title = "Runtime";
+
+const TARGETS = ["host_a", "host_b", "host_c", "host_d"];
+
+function pretty(value) {
+  return value === undefined ? "" : JSON.stringify(value, null, 2);
+}
+
+export function mount(container) {
+  const generation = h("p", { className: "generation", role: "status" });
+  const surface = h("select", { "aria-label": "Surface" });
+  const target = h(
+    "select",
+    { "aria-label": "Target host" },
+    TARGETS.map((name) => h("option", { value: name }, name)),
+  );
+  const input = h("textarea", { rows: 4, cols: 60, "aria-label": "Input (JSON)" }, "null");
+  const fixture = h("input", { type: "text", placeholder: "fixture id (optional)", "aria-label": "Fixture" });
+  const error = h("p", { className: "error", role: "alert" });
+  const result = h("section", { className: "run-result", "aria-label": "Last run" });
+  const runs = h("table", { className: "runs", "aria-label": "Recent runs" });
+  const run = h("button", { type: "submit" }, "Run");
+  const form = h(
+    "form",
+    { className: "toolbar runtime-form", onsubmit: (event) => submit(event) },
+    h("label", {}, "Surface ", surface),
+    h("label", {}, "Target ", target),
+    h("label", {}, "Input ", input),
+    fixture,
+    run,
+  );
+  replace(container, h("h2", {}, "Development runtime"), generation, form, error, result, h("h3", {}, "Recent runs"), runs);
+
+  function showRun(record) {
+    replace(
+      result,
+      h("p", {}, h("strong", { className: "run-status", "data-status": record.status }, record.status), " ", record.surfaceId, " for ", record.target, " · ", record.id, record.generationId ? ` · ${record.generationId}` : ""),
+      record.error ? h("p", { className: "error" }, record.error.message) : null,
+      record.output !== undefined ? h("pre", { className: "run-output" }, pretty(record.output)) : null,
+    );
+  }
+
+  async function submit(event) {
+    event.preventDefault();
+    error.textContent = "";
+    let parsed;
+    try {
+      parsed = JSON.parse(input.value);
+    } catch (caught) {
+      error.textContent = `Input is not JSON: ${caught.message}`;
+      return;
+    }
+    const body = { surfaceId: surface.value, target: target.value, input: parsed };
+    if (fixture.value.trim()) body.fixtureId = fixture.value.trim();
+    run.disabled = true;
+    try {
+      const { run: record } = await postJSON("/api/runtime/runs", body);
+      showRun(record);
+      await loadRuns();
+    } catch (caught) {
+      error.textContent = caught instanceof ApiError ? `${caught.code || caught.status}: ${caught.message}` : caught.message;
+    } finally {
+      run.disabled = false;
+    }
+  }
+
+  async function loadRuns() {
+    const { runs: list } = await getJSON("/api/runtime/runs");
+    replace(
+      runs,
+      h("thead", {}, h("tr", {}, ["status", "surface", "target", "started", "generation", "id"].map((c) => h("th", {}, c)))),
+      h(
+        "tbody",
+        {},
+        list.map((record) =>
+          h(
+            "tr",
+            { tabIndex: 0, onclick: () => showRun(record), onkeydown: (e) => e.key === "Enter" && showRun(record) },
+            h("td", {}, record.status),
+            h("td", {}, record.surfaceId),
+            h("td", {}, record.target),
+            h("td", {}, time(record.startedAt)),
+            h("td", {}, record.generationId || ""),
+            h("td", {}, record.id),
+          ),
+        ),
+      ),
+    );
+  }
+
+  async function loadStatus() {
+    try {
+      const status = await getJSON("/api/project/status");
+      const runtime = status.runtime || { state: "stopped" };
+      generation.textContent = runtime.generationId
+        ? `Generation ${runtime.generationId}: ${runtime.state}`
+        : `Runtime ${runtime.state}`;
+      generation.dataset.state = runtime.state;
+      const { routes } = await getJSON("/api/routes");
+      const chosen = surface.value;
+      replace(surface, routes.map((route) => h("option", { value: route.id }, `${route.id} (${route.family})`)));
+      if (chosen) surface.value = chosen;
+    } catch (caught) {
+      if (!(caught instanceof ApiError && caught.status === 401)) error.textContent = caught.message;
+    }
+  }
+
+  loadStatus();
+  loadRuns().catch(() => {});
+  // A new epoch compiles a new generation: the line above the form follows it.
+  const events = follow("/api/project/events/stream", {
+    sequenceOf: (frame) => frame.sequence,
+    onFrame: (frame) => {
+      if (frame.type === "runtime.event") loadStatus();
+    },
+  });
+  return { unmount: () => events.close() };
+}
