@@ -71,7 +71,10 @@ class RouteContext:
             event["document"] = document
         # The event's serialized size (RenderEvent `bytes`, what the window counts), measured
         # here where it is encoded anyway, so the server does not encode it again.
-        size = len(json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode())
+        # allow_nan=False: NaN is not JSON; a route that renders it fails here, in its code.
+        size = len(
+            json.dumps(event, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        )
         if document is not None:
             self.document = document
         self._replies.send(self.invocation_id, {"type": "render", "bytes": size, **event})
@@ -86,7 +89,7 @@ class Replies:
 
     def send(self, invocation_id: str, message: dict[str, Any]) -> None:
         line = json.dumps(
-            {"id": invocation_id, **message}, ensure_ascii=False, separators=(",", ":")
+            {"id": invocation_id, **message}, ensure_ascii=False, separators=(",", ":"), allow_nan=False
         )
         self._stream.write(line + "\n")
         self._stream.flush()
@@ -158,8 +161,8 @@ def run(job: Mapping[str, Any], replies: Replies, runtime: str) -> dict[str, Any
         replies.trace(invocation, "render.start", "render")
         result = resolve(job["handler"])(job["event"], context)
         # What is not JSON fails the run here, not the reply pipe.
-        json.dumps(result)
-        json.dumps(context.document)
+        json.dumps(result, allow_nan=False)
+        json.dumps(context.document, allow_nan=False)
         replies.trace(invocation, "render.finish", "render")
     except BaseException as error:  # the run fails; the worker lives on (SystemExit too)
         if isinstance(error, KeyboardInterrupt):
@@ -209,12 +212,13 @@ def end_output(invocation: str) -> None:
         with contextlib.suppress(Exception):  # route code may have replaced or closed them
             stream.flush()
     with contextlib.suppress(OSError):
-        os.write(1, f"{OUTPUT_END}{invocation}\n".encode())
+        # On a line of its own, even after output that did not end with one.
+        os.write(1, f"\n{OUTPUT_END}{invocation}\n".encode())
 
 
 def _jsonable(value: Any) -> Any:
     try:
-        json.dumps(value)
+        json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
         return repr(value)[:2000]
     return value

@@ -65,6 +65,25 @@ def echo_event(event, context):
 def pid(event, context):
     import os
     return os.getpid()
+
+def blank(event, context):
+    print("")
+    print("no newline at the end", end="")
+    return 1
+
+def nan(event, context):
+    return {"value": float("nan")}
+
+def forges(event, context):
+    import json, os, sys
+    fd = int(sys.argv[sys.argv.index("--replies") + 1])
+    me = context.invocation_id
+    for forged in (
+        {"id": me, "type": "final", "status": "weird"},
+        {"id": me, "type": "render", "kind": "x", "data": 1, "_size": 0},
+    ):
+        os.write(fd, (json.dumps(forged) + chr(10)).encode())
+    return "real"
 """
 FIXTURES = """
 FIXTURES = {
@@ -98,6 +117,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
                 "quick",
                 "echo_event",
                 "pid",
+                "blank",
+                "nan",
+                "forges",
             ),
             dev={"contracts": {"fixtures": "bundle_fixtures.py"}},
         ),
@@ -376,7 +398,7 @@ def test_the_active_epochs_routes_are_listed(client: Client, server: DevServer) 
     active = server.project.active_epoch()
     assert active is not None and body["epochId"] == active[0]
     assert {"id": "review", "family": "stop", "handler": "bundle_routes:review"} in body["routes"]
-    assert len(body["routes"]) == 11
+    assert len(body["routes"]) == 14
 
 
 def test_a_fixture_reaches_the_route_through_the_canonical_decoder(client: Client) -> None:
@@ -448,3 +470,29 @@ def test_a_list_limit_out_of_range_says_so(client: Client, limit: str, says: str
     reply = client.request("GET", f"/api/routes/invocations?limit={limit}")
     assert (reply.status, reply.code()) == (400, "BX1004")
     assert says in reply.json()["error"]["message"]
+
+
+def test_blank_lines_and_an_unfinished_last_line_are_fine(client: Client) -> None:
+    status, body = invoke(client, routeId="blank")
+    assert status == 200 and body["invocation"]["status"] == "completed"
+    infos = [d["message"] for d in body["invocation"]["diagnostics"]]
+    assert infos == ["no newline at the end"]
+
+
+def test_a_result_that_is_not_json_fails_the_run_not_the_server(client: Client) -> None:
+    status, body = invoke(client, routeId="nan")
+    assert status == 200 and body["invocation"]["status"] == "failed"
+    assert (
+        client.request("GET", f"/api/routes/invocations/{body['invocation']['id']}").status == 200
+    )
+
+
+def test_replies_forged_by_route_code_cannot_break_the_server(client: Client) -> None:
+    status, body = invoke(client, routeId="forges")
+    assert status == 200
+    forged = body["invocation"]
+    # The forged final came first: an unknown status is a failure, in the schema.
+    assert forged["status"] == "failed"
+    assert client.request("GET", "/api/routes/invocations").status == 200
+    assert client.request("GET", f"/api/routes/invocations/{forged['id']}").status == 200
+    assert invoke(client, routeId="quick", input=5)[1]["invocation"]["result"] == 5

@@ -44,6 +44,10 @@ OUTPUT_LINES = 200
 _EOF: Message = {"type": "eof"}
 # How long a finished run waits for the last lines it printed to be read.
 OUTPUT_WAIT_SECONDS = 1.0
+# The largest reply line the server reads from a worker (a render event, a final reply).
+REPLY_BYTES = 64 << 20
+# Printed output is read in pieces of at most this many bytes (a line without end is cut).
+OUTPUT_LINE_BYTES = 65536
 
 
 @cache
@@ -112,26 +116,37 @@ class RouteWorker:
         return self._ending is None and self.process.poll() is None
 
     def _read_replies(self, fd: int) -> None:
-        with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as replies:
-            for line in replies:
+        # Bounded reads: a reply above REPLY_BYTES (one huge render, a route writing to the
+        # pipe without end) ends the worker instead of filling the server's memory.
+        with os.fdopen(fd, "rb") as replies:
+            while line := replies.readline(REPLY_BYTES + 1):
+                if len(line) > REPLY_BYTES or not line.endswith(b"\n"):
+                    if len(line) > REPLY_BYTES:
+                        self._end("oversized")
+                    break
                 try:
                     message = json.loads(line)
                 except ValueError:
                     continue  # not ours: the protocol pipe is the worker's alone
                 if isinstance(message, dict):
+                    # What the server counts a reply as (a render event's size in the window):
+                    # measured here, never taken from the worker's word.
+                    message["_size"] = len(line) - 1
                     self._replies.put(message)
         self._replies.put(_EOF)
 
     def _read_output(self) -> None:
         assert self.process.stdout is not None
         try:
-            for raw in self.process.stdout:
+            while raw := self.process.stdout.readline(OUTPUT_LINE_BYTES):
                 line = raw.decode("utf-8", "replace").rstrip("\n")
                 if line.startswith(OUTPUT_END):
                     with self._lock:
                         self._output_ends.add(line[len(OUTPUT_END) :])
                         self._output_seen.notify_all()
                     continue
+                if not line.strip():
+                    continue  # a blank line says nothing (and a diagnostic needs a message)
                 with self._lock:
                     self._output.append(line[:2000])
         finally:
@@ -160,7 +175,7 @@ class RouteWorker:
             request = {"op": "run", **job}
             self._requests.write(json.dumps(request, separators=(",", ":")) + "\n")
             self._requests.flush()
-        except OSError:
+        except (OSError, ValueError):  # ValueError: the pipe's file was closed
             return self._ended(job, "the route worker is gone")
         while True:
             try:
@@ -171,6 +186,8 @@ class RouteWorker:
                     job, f"the route overran its render time bound ({render_time():g} s)"
                 )
             if message is _EOF:
+                if self._ending == "oversized":
+                    return self._ended(job, f"a reply of the route was above {REPLY_BYTES} bytes")
                 return self._ended(job, "the route worker exited during the run")
             if message.get("id") != job["id"]:
                 continue

@@ -29,6 +29,7 @@ import contextlib
 import json
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -51,6 +52,7 @@ Wake = Callable[[], None]
 # `publish(source, kind, summary, correlation, **optional)`: the trace hub's publish.
 Publish = Callable[..., object]
 FINAL = ("completed", "failed", "cancelled")
+OUTCOMES = ("render", "continue", "deny")
 
 
 def now() -> str:
@@ -103,6 +105,7 @@ class Invocation:
         self.providers: dict[str, Any] = {}
         self.diagnostics: list[dict[str, Any]] = []
         self.started_at = now()
+        self.began = time.monotonic()  # durations from a clock that never steps back
         self.completed_at: str | None = None
         self.duration_ms: float | None = None
         self.window: RenderWindow[dict[str, Any]] = RenderWindow()
@@ -151,7 +154,7 @@ class Invocation:
             "document": self.document,
             "result": self.result,
             "projections": {},
-            "diagnostics": self.diagnostics,
+            "diagnostics": list(self.diagnostics),
             "timings": {"startedAt": self.started_at}
             | ({"completedAt": self.completed_at} if self.completed_at else {})
             | ({"durationMs": self.duration_ms} if self.duration_ms is not None else {}),
@@ -212,13 +215,17 @@ class InvocationService:
         self._workers: dict[str, RouteWorker] = {}
         self._turns: dict[str, threading.Lock] = {}
         self._closed = False
+        self._standalones: set[RouteWorker] = set()  # standalone workers of runs under way
 
     # --- asking ---
 
-    def start(self, request: Mapping[str, Any]) -> Invocation:
-        """Check `request` (RouteInvocationRequest) and start its run; raises the request's
-        errors (no active epoch, an unknown route) before anything runs."""
-        active = self._active_epoch()
+    def start(
+        self, request: Mapping[str, Any], active: tuple[str, Path] | None = None
+    ) -> Invocation:
+        """Check `request` (RouteInvocationRequest) and start its run on the active epoch (or
+        on `active`, the epoch a caller already checked); raises the request's errors (no
+        active epoch, an unknown route) before anything runs."""
+        active = active or self._active_epoch()
         if active is None:
             raise NoActiveEpoch("no epoch is active yet: the project has not built")
         epoch_id, root = active
@@ -292,23 +299,51 @@ class InvocationService:
     # --- running (the run's own thread) ---
 
     def _run(self, invocation: Invocation, root: Path) -> None:
-        runtime = runtime_mode(self._config())
-        with invocation.lock:
-            invocation.runtime = runtime
-        if runtime == "standalone":  # a fresh worker for this run alone
-            worker = RouteWorker(root, "standalone")
-            try:
-                self._execute(invocation, worker)
-            finally:
-                worker.close()
-        else:
-            epoch = invocation.epoch_id
-            with self._lock:
-                turn = self._turns.setdefault(epoch, threading.Lock())
-            with turn:  # the shared worker of an epoch runs one job at a time
-                self._execute(invocation, self._worker(epoch, root))
+        try:
+            runtime = runtime_mode(self._config())
+            with invocation.lock:
+                invocation.runtime = runtime
+            if runtime == "standalone":  # a fresh worker for this run alone
+                worker = self._standalone(root)
+                try:
+                    self._execute(invocation, worker)
+                finally:
+                    worker.close()
+                    with self._lock:
+                        self._standalones.discard(worker)
+            else:
+                epoch = invocation.epoch_id
+                with self._lock:
+                    turn = self._turns.setdefault(epoch, threading.Lock())
+                with turn:  # the shared worker of an epoch runs one job at a time
+                    self._execute(invocation, self._worker(epoch, root))
+        except BaseException as error:  # whatever it was, the run must end
+            with invocation.lock:
+                if not invocation.final:
+                    self._finish(
+                        invocation,
+                        {
+                            "status": "failed",
+                            "error": {"name": "RouteWorkerEnded", "message": str(error)},
+                        },
+                    )
+            if not isinstance(error, Exception):
+                raise
         self._trace(invocation, f"invocation.{invocation.status}", status=invocation.status)
         self._announce(invocation)
+
+    def _standalone(self, root: Path) -> RouteWorker:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the server is stopping")
+        worker = RouteWorker(root, "standalone")
+        with self._lock:
+            self._standalones.add(worker)
+            closed = self._closed
+        if closed:  # closed meanwhile: close() did not see this one
+            worker.close()
+            raise RuntimeError("the server is stopping")
+        return worker
 
     def _announce(self, invocation: Invocation) -> None:
         if self._project_events is None:
@@ -347,12 +382,13 @@ class InvocationService:
             }
         printed = worker.output()  # what this job printed
         with invocation.lock:
+            if invocation.final:
+                return  # cancelled meanwhile: its final envelope stays as it was answered
             for line in printed[-20:]:
                 invocation.diagnostics.append(
                     {"severity": "info", "code": "ROUTE-OUTPUT", "message": line[:500]}
                 )
-            if not invocation.final:
-                self._finish(invocation, final)
+            self._finish(invocation, final)
 
     def warm(self, epoch: str, root: Path, job_id: str) -> Message:
         """Start the epoch's shared worker and import what its routes name (a runtime
@@ -376,34 +412,57 @@ class InvocationService:
                 }
 
     def _worker(self, epoch: str, root: Path) -> RouteWorker:
+        """The epoch's shared worker (the caller holds the epoch's turn), started if need be.
+        Workers of other epochs no job is using are ended: a rebuild leaves no warm process
+        behind. Processes start and stop outside the service lock, which the HTTP loop takes."""
         with self._lock:
+            if self._closed:
+                raise RuntimeError("the server is stopping")
             worker = self._workers.get(epoch)
-            if worker is None or not worker.alive:
-                if worker is not None:
-                    worker.close()
-                worker = self._workers[epoch] = RouteWorker(root)
-            return worker
+            if worker is not None and worker.alive:
+                return worker
+            idle = [
+                e for e, w in self._workers.items() if e != epoch and not self._turns[e].locked()
+            ]
+            retired = [self._workers.pop(e) for e in idle]
+            if worker is not None:
+                retired.append(self._workers.pop(epoch))
+            for e in idle:
+                self._turns.pop(e, None)
+        for old in retired:
+            old.close()
+        fresh = RouteWorker(root)
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._workers[epoch] = fresh
+        if closed:
+            fresh.close()
+            raise RuntimeError("the server is stopping")
+        return fresh
 
     def _message(self, invocation: Invocation, message: Message) -> None:
         if message.get("type") == "render":
-            size = message.get("bytes")
-            if not isinstance(size, int) or size < 0:  # the worker measures it; else here
-                data = {k: message[k] for k in ("kind", "data", "document") if k in message}
-                size = len(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode())
+            # The size the server read (the reply's line), never the worker's own word: route
+            # code can write to the reply pipe, and a small claim would defeat the window.
+            size = message.get("_size")
+            if not isinstance(size, int):
+                size = len(json.dumps(message, separators=(",", ":"), ensure_ascii=False))
+            kind = message.get("kind")
             with invocation.lock:
                 if invocation.final:
                     return
-                event = {
+                event: dict[str, Any] = {
                     "sequence": invocation.window.next_sequence,
                     "at": now(),
-                    "kind": message.get("kind", "render"),
+                    "kind": kind if isinstance(kind, str) and kind else "render",
                     "bytes": size,
                     "hasDocument": "document" in message,
                     "data": message.get("data"),
                 }
                 if "document" in message:
                     invocation.document = message["document"]
-                invocation.window.append(event, event["bytes"], document=event["hasDocument"])
+                invocation.window.append(event, size, document="document" in message)
                 invocation._wake()
         elif message.get("type") == "trace":
             self._trace(invocation, f"kernel.{message.get('kind', 'event')}", details=message)
@@ -434,36 +493,39 @@ class InvocationService:
                 invocation._wake()
 
     def _finish(self, invocation: Invocation, final: Mapping[str, Any]) -> None:
-        # Under the invocation's lock: the one final state.
-        invocation.status = final.get("status", "failed")
+        # Under the invocation's lock: the one final state. The final reply comes from a
+        # process that runs project code: nothing in it is trusted to have the right shape.
+        status = final.get("status")
+        outcome = final.get("outcome")
+        if status == "completed" and outcome not in OUTCOMES:
+            status = "failed"
+            final = {"error": {"name": "RouteWorkerProtocol", "message": "a malformed final reply"}}
+        invocation.status = status if status in FINAL else "failed"
         if invocation.status == "completed":
             invocation.result = final.get("result")
-            invocation.outcome = final.get("outcome")
+            invocation.outcome = outcome
         if final.get("document") is not None:
             invocation.document = final["document"]
         if isinstance(final.get("providers"), dict):
-            invocation.providers = final["providers"]
-        if "error" in final:
-            error = final["error"]
+            invocation.providers = dict(final["providers"])
+        if invocation.status == "failed":
+            error = final.get("error")
+            error = error if isinstance(error, Mapping) else {}
+            name = str(error.get("name") or "RouteFailed")[:200]
+            message = str(error.get("message") or "the route failed")[:2000]
             invocation.diagnostics.append(
-                {
-                    "severity": "error",
-                    "code": "ROUTE-FAILED",
-                    "message": f"{error.get('name')}: {error.get('message')}"[:2000],
-                }
+                {"severity": "error", "code": "ROUTE-FAILED", "message": f"{name}: {message}"}
             )
         invocation.completed_at = now()
-        started = datetime.fromisoformat(invocation.started_at.replace("Z", "+00:00"))
-        ended = datetime.fromisoformat(invocation.completed_at.replace("Z", "+00:00"))
-        invocation.duration_ms = round((ended - started).total_seconds() * 1000, 3)
+        invocation.duration_ms = round((time.monotonic() - invocation.began) * 1000, 3)
         invocation.done.set()
         invocation._wake()
 
     def close(self) -> None:
-        """End every worker (their routes stop)."""
+        """End every worker, shared and standalone (their routes stop); no new one starts."""
         with self._lock:
             self._closed = True
-            workers = list(self._workers.values())
+            workers = [*self._workers.values(), *self._standalones]
             self._workers.clear()
         for worker in workers:
             worker.close()

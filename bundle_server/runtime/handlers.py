@@ -24,7 +24,7 @@ def create(call: Call) -> Reply:
     service = _service(call)
     run, invocation = service.start(call.body)
     wait_final(invocation)
-    return Reply(201, {"run": service.finish(run["id"], invocation)})
+    return Reply(201, {"run": service.finish(run, invocation)})
 
 
 @handler("runtime.list")

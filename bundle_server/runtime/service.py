@@ -91,7 +91,13 @@ class RuntimeService:
                 return
             self._generations[generation] = "compiling"
         self._event("runtime.generation.compiling", runtimeGenerationId=generation)
-        final = self._invocations.warm(epoch, root, generation)
+        try:
+            final = self._invocations.warm(epoch, root, generation)
+        except Exception as error:  # a worker that cannot start: the generation failed
+            final = {
+                "status": "failed",
+                "error": {"name": type(error).__name__, "message": str(error)},
+            }
         ok = final.get("status") == "completed"
         with self._lock:
             self._generations[generation] = "ready" if ok else "failed"
@@ -123,9 +129,10 @@ class RuntimeService:
 
     def start(self, request: Mapping[str, Any]) -> tuple[dict[str, Any], Invocation]:
         """Check and start a run; its record (running) and the invocation that runs it."""
-        generation = self.generation()
-        if generation is None:
+        active = self._active_epoch()  # read once: the run and its record name one generation
+        if active is None:
             raise NoActiveEpoch("no epoch is active yet: the project has not built")
+        generation = generation_of(active[0])
         expected = request.get("expectedGenerationId")
         if expected is not None and expected != generation:
             raise RuntimeGenerationStale(
@@ -140,7 +147,7 @@ class RuntimeService:
                 "fixtureId": request["fixtureId"],
                 "target": request["target"],
             }
-        invocation = self._invocations.start(invocation_request)  # BX3101 for a surface
+        invocation = self._invocations.start(invocation_request, active)  # BX3101: no surface
         run = {
             "id": new_id("rr_"),
             "surfaceId": request["surfaceId"],
@@ -158,8 +165,10 @@ class RuntimeService:
         )
         return dict(run), invocation
 
-    def finish(self, run_id: str, invocation: Invocation) -> dict[str, Any]:
-        """Record the end of a run whose invocation is final; the final record."""
+    def finish(self, started: Mapping[str, Any], invocation: Invocation) -> dict[str, Any]:
+        """Record the end of the run `started` (its record as `start` gave it) whose invocation
+        is final; the final record."""
+        run_id = started["id"]
         with invocation.lock:
             status, result, diagnostics = (
                 invocation.status,
@@ -168,8 +177,8 @@ class RuntimeService:
             )
         with self._lock:
             run = self._runs.get(run_id)
-            if run is None:  # forgotten meanwhile (more runs than are kept)
-                run = {"id": run_id, "status": "running"}
+            if run is None:  # forgotten meanwhile (more runs than are kept): answered still
+                run = dict(started)
             if run["status"] == "running":
                 run["completedAt"] = now()
                 if status == "completed":
