@@ -89,7 +89,10 @@ class Replies:
 
     def send(self, invocation_id: str, message: dict[str, Any]) -> None:
         line = json.dumps(
-            {"id": invocation_id, **message}, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+            {"id": invocation_id, **message},
+            ensure_ascii=False,
+            separators=(",", ":"),
+            allow_nan=False,
         )
         self._stream.write(line + "\n")
         self._stream.flush()
