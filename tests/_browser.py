@@ -199,3 +199,13 @@ def post_receipt(server: WorkbenchServer, body: dict[str, Any]) -> None:
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.status == 204
+
+
+@contextmanager
+def signed_in(browser: Browser, server: WorkbenchServer) -> Iterator[tuple[Page, Problems]]:
+    """A page signed in through the server's printed URL; the test fails if the page reported
+    a problem by the time it is done."""
+    with browser.page() as (page, problems):
+        page.goto(server.sign_in_url)
+        yield page, problems
+        assert problems.messages == []

@@ -6,8 +6,9 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,3 +53,15 @@ def modules_loaded_by() -> Callable[[str], set[str]]:
         return set(loaded)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless Chromium (Debian's, driven by Playwright) for every browser test."""
+    from _browser import Browser
+
+    opened = Browser()
+    try:
+        yield opened
+    finally:
+        opened.close()

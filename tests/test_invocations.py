@@ -12,32 +12,16 @@ from typing import Any
 
 import pytest
 from _projects import config, write_project
+from _routes import COMMON_ROUTES, route_rows
 from _session_client import Client
 
 from bundle_contract._schemas import reference_validator
 from bundle_server import start_dev_server
 from bundle_server._dev_server import DevServer
 
-ROUTES = """
-import time
-
-def review(event, context):
-    context.render("heading", {"text": "Review of " + event["family"]})
-    context.render("summary", None, document={"title": "turn ended", "input": context.input})
-    return {"family": event["family"], "input": context.input}
-
-def hangs(event, context):
-    context.render("started", None)
-    time.sleep(60)
-
-def floods(event, context):
-    for index in range(300):
-        context.render("line", {"index": index, "pad": "x" * 10000})
-    return {"lines": 300}
-
-def breaks(event, context):
-    raise RuntimeError("the route broke")
-
+ROUTES = (
+    COMMON_ROUTES
+    + """
 def prints(event, context):
     print("a line the route printed")
     return "done"
@@ -85,6 +69,7 @@ def forges(event, context):
         os.write(fd, (json.dumps(forged) + chr(10)).encode())
     return "real"
 """
+)
 FIXTURES = """
 FIXTURES = {
     "turn-ended": {"host": "host_a", "event": "Stop", "payload": {"stop_hook_active": True}},
@@ -93,19 +78,13 @@ FIXTURES = {
 """
 
 
-def routes(*names: str) -> list[dict[str, Any]]:
-    return [
-        {"id": name, "handler": f"bundle_routes:{name}", "families": ["stop"]} for name in names
-    ]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     root = tmp_path_factory.mktemp("invocations")
     project = write_project(
         root / "p",
         config(
-            routes=routes(
+            routes=route_rows(
                 "review",
                 "hangs",
                 "floods",
@@ -320,7 +299,7 @@ def test_the_shared_runtime_keeps_one_warm_worker(client: Client) -> None:
 def test_the_standalone_runtime_starts_a_worker_per_run(tmp_path: Path) -> None:
     project = write_project(
         tmp_path / "p",
-        config(routes=routes("pid"), dev={"runtime": {"mode": "standalone"}}),
+        config(routes=route_rows("pid"), dev={"runtime": {"mode": "standalone"}}),
         files={"bundle_routes.py": ROUTES},
     )
     server = start_dev_server(

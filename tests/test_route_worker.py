@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from bundle_server.invocations import runtime as runtime_module
 from bundle_server.invocations.runtime import RouteWorker
 
 ROUTES = """
@@ -58,6 +59,10 @@ def hangs(event, context):
 def allocates(event, context):
     blob = bytearray(1 << 30)
     return len(blob)
+
+def large(event, context):
+    context.render("large", "x" * 10000)
+    return "unreached"
 
 def not_json(event, context):
     return {1, 2}
@@ -208,3 +213,18 @@ def test_cancel_stops_the_route_code_now(worker: RouteWorker, tmp_path: Path) ->
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not alive(child) and not worker.alive
+
+
+def test_a_reply_above_its_bound_ends_the_worker_and_fails_the_run(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One render event larger than the server reads (route-reply-bytes, made small here).
+    monkeypatch.setattr(runtime_module, "reply_bytes", lambda: 4096)
+    worker = RouteWorker(root)
+    try:
+        final, _ = run(worker, job("large"))
+        assert final["status"] == "failed"
+        assert "above 4096 bytes" in final["error"]["message"]
+        assert not worker.alive
+    finally:
+        worker.close()

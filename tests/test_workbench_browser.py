@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _browser import Browser, Problems, WorkbenchServer, screenshot, workbench_server
+from _browser import Browser, Problems, WorkbenchServer, screenshot, signed_in, workbench_server
 from playwright.sync_api import Page, expect
 
 SIZE = re.compile(r"size (\d+) (\d+)")
@@ -23,21 +23,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkbenchServer
         yield running
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    opened = Browser()
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
 @pytest.fixture
 def page(browser: Browser, server: WorkbenchServer) -> Iterator[tuple[Page, Problems]]:
-    with browser.page() as (page, problems):
-        page.goto(server.sign_in_url)
+    with signed_in(browser, server) as (page, problems):
         yield page, problems
-        assert problems.messages == []
         # The server allows four running sessions: each test ends the ones it started.
         listed = page.request.get(f"{server.url}/api/sessions").json()
         for session in listed["sessions"]:

@@ -11,32 +11,17 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from _browser import Browser, Problems, WorkbenchServer, screenshot, workbench_server
+from _browser import Browser, Problems, WorkbenchServer, screenshot, signed_in, workbench_server
+from _routes import COMMON_ROUTES, route_rows
 from playwright.sync_api import Locator, Page, Request, expect
 
-ROUTES = """
-import time
-
-def review(event, context):
-    context.render("heading", {"text": "Review of " + event["family"]})
-    context.render("summary", None, document={"title": "turn ended", "input": context.input})
-    return {"family": event["family"], "input": context.input}
-
-def hangs(event, context):
-    context.render("started", None)
-    time.sleep(60)
-
-def floods(event, context):
-    for index in range(300):
-        context.render("line", {"index": index, "pad": "x" * 10000})
-    return {"lines": 300}
-
-def breaks(event, context):
-    raise RuntimeError("the route broke")
-
+ROUTES = (
+    COMMON_ROUTES
+    + """
 def quick(event, context):
     return {"args": context.args, "input": context.input}
 """
+)
 NAMES = ("review", "hangs", "floods", "breaks", "quick")
 # A run starts a worker process (the first one imports the project): more than expect's 5 s.
 RUN = 30_000
@@ -44,9 +29,7 @@ RUN = 30_000
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkbenchServer]:
-    routes = [
-        {"id": name, "handler": f"bundle_routes:{name}", "families": ["stop"]} for name in NAMES
-    ]
+    routes = route_rows(*NAMES)
     with workbench_server(
         tmp_path_factory.mktemp("routes"),
         members={"routes": routes},
@@ -55,25 +38,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkbenchServer
         yield running
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    opened = Browser()
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
 @pytest.fixture
 def page(browser: Browser, server: WorkbenchServer) -> Iterator[tuple[Page, Problems]]:
-    with browser.page() as (page, problems):
-        page.goto(server.sign_in_url)
+    with signed_in(browser, server) as (page, problems):
         deadline = time.monotonic() + 60
         while len(page.request.get(f"{server.url}/api/routes").json()["routes"]) < len(NAMES):
             assert time.monotonic() < deadline, "the project never built"
             time.sleep(0.1)
         yield page, problems
-        assert problems.messages == []
 
 
 def open_routes(page: Page, server: WorkbenchServer, query: str = "") -> None:

@@ -20,6 +20,7 @@ from _browser import (
     post_receipt,
     receipt,
     screenshot,
+    signed_in,
     workbench_server,
 )
 from playwright.sync_api import Locator, Page, Route, expect
@@ -35,21 +36,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkbenchServer
         yield running
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    opened = Browser()
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
 @pytest.fixture
 def page(browser: Browser, server: WorkbenchServer) -> Iterator[tuple[Page, Problems]]:
-    with browser.page() as (page, problems):
-        page.goto(server.sign_in_url)
+    with signed_in(browser, server) as (page, problems):
         yield page, problems
-        assert problems.messages == []
 
 
 def unique(prefix: str) -> str:

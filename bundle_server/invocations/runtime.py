@@ -44,8 +44,6 @@ OUTPUT_LINES = 200
 _EOF: Message = {"type": "eof"}
 # How long a finished run waits for the last lines it printed to be read.
 OUTPUT_WAIT_SECONDS = 1.0
-# The largest reply line the server reads from a worker (a render event, a final reply).
-REPLY_BYTES = 64 << 20
 # Printed output is read in pieces of at most this many bytes (a line without end is cut).
 OUTPUT_LINE_BYTES = 65536
 
@@ -54,6 +52,13 @@ OUTPUT_LINE_BYTES = 65536
 def render_time() -> float:
     seconds: float = get_spec().limit("route-render-time")["maximum"] / 1000
     return seconds
+
+
+@cache
+def reply_bytes() -> int:
+    """The largest reply line the server reads from a worker (`route-reply-bytes`)."""
+    limit: int = get_spec().limit("route-reply-bytes")["maximum"]
+    return limit
 
 
 @cache
@@ -116,12 +121,12 @@ class RouteWorker:
         return self._ending is None and self.process.poll() is None
 
     def _read_replies(self, fd: int) -> None:
-        # Bounded reads: a reply above REPLY_BYTES (one huge render, a route writing to the
+        # Bounded reads: a reply above reply_bytes() (one huge render, a route writing to the
         # pipe without end) ends the worker instead of filling the server's memory.
         with os.fdopen(fd, "rb") as replies:
-            while line := replies.readline(REPLY_BYTES + 1):
-                if len(line) > REPLY_BYTES or not line.endswith(b"\n"):
-                    if len(line) > REPLY_BYTES:
+            while line := replies.readline(reply_bytes() + 1):
+                if len(line) > reply_bytes() or not line.endswith(b"\n"):
+                    if len(line) > reply_bytes():
                         self._end("oversized")
                     break
                 try:
@@ -187,7 +192,7 @@ class RouteWorker:
                 )
             if message is _EOF:
                 if self._ending == "oversized":
-                    return self._ended(job, f"a reply of the route was above {REPLY_BYTES} bytes")
+                    return self._ended(job, f"a reply of the route was above {reply_bytes()} bytes")
                 return self._ended(job, "the route worker exited during the run")
             if message.get("id") != job["id"]:
                 continue

@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import secrets
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -44,7 +42,9 @@ from bundle_contract._generated.errors import (
     RouteUnknown,
     TraceUnavailable,
 )
+from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
+from bundle_server._ids import new_id
 from bundle_server.invocations.runtime import Message, RouteWorker
 from bundle_server.invocations.window import RenderWindow
 
@@ -55,22 +55,21 @@ FINAL = ("completed", "failed", "cancelled")
 OUTCOMES = ("render", "continue", "deny")
 
 
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 @cache
 def kept_invocations() -> int:
     kept: int = get_spec().limit("invocation-retention")["maximum"]
     return kept
 
 
-ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+def item_path(invocation: str) -> str:
+    """The invocation's own route (`invocations.get`): what its trace entries link to."""
+    path: str = get_spec().route("invocations.get")["path"]
+    return path.format(invocationId=invocation)
 
 
 def invocation_id() -> str:
-    """`ri_` and 16 random base-36 characters (InvocationId.json)."""
-    return "ri_" + "".join(secrets.choice(ID_ALPHABET) for _ in range(16))
+    """A fresh id in InvocationId.json's shape (`ri_` and 16 of [0-9a-z])."""
+    return new_id(get_spec().schemas["InvocationId"]["pattern"])
 
 
 def runtime_mode(config: Mapping[str, Any] | None) -> str:
@@ -104,7 +103,7 @@ class Invocation:
         self.result: Any = None
         self.providers: dict[str, Any] = {}
         self.diagnostics: list[dict[str, Any]] = []
-        self.started_at = now()
+        self.started_at = utc_timestamp()
         self.began = time.monotonic()  # durations from a clock that never steps back
         self.completed_at: str | None = None
         self.duration_ms: float | None = None
@@ -454,7 +453,7 @@ class InvocationService:
                     return
                 event: dict[str, Any] = {
                     "sequence": invocation.window.next_sequence,
-                    "at": now(),
+                    "at": utc_timestamp(),
                     "kind": kind if isinstance(kind, str) and kind else "render",
                     "bytes": size,
                     "hasDocument": "document" in message,
@@ -472,7 +471,7 @@ class InvocationService:
         status = "error" if kind.endswith("failure") or extra.get("status") == "failed" else None
         entry: Any = None
         if self._publish is not None:
-            optional: dict[str, Any] = {"href": f"/api/routes/invocations/{invocation.id}"}
+            optional: dict[str, Any] = {"href": item_path(invocation.id)}
             if status:
                 optional["status"] = status
             if details:
@@ -516,7 +515,7 @@ class InvocationService:
             invocation.diagnostics.append(
                 {"severity": "error", "code": "ROUTE-FAILED", "message": f"{name}: {message}"}
             )
-        invocation.completed_at = now()
+        invocation.completed_at = utc_timestamp()
         invocation.duration_ms = round((time.monotonic() - invocation.began) * 1000, 3)
         invocation.done.set()
         invocation._wake()

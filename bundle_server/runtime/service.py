@@ -37,14 +37,10 @@ from bundle_contract._generated.errors import (
     RuntimeGenerationStale,
     TraceUnavailable,
 )
+from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
-from bundle_server.invocations.service import Invocation, InvocationService, now
-
-ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
-
-
-def new_id(prefix: str) -> str:
-    return prefix + "".join(secrets.choice(ID_ALPHABET) for _ in range(16))
+from bundle_server._ids import new_id
+from bundle_server.invocations.service import Invocation, InvocationService
 
 
 def generation_of(epoch_id: str) -> str:
@@ -72,7 +68,8 @@ class RuntimeService:
         self._active_epoch = active_epoch
         self._project_events = project_events
         self._publish = publish
-        self.provider_session = new_id("ps_")
+        # Not a resource id of any route: a random name for this server's runtime.
+        self.provider_session = "ps_" + secrets.token_hex(8)
         self._lock = threading.Lock()
         self._runs: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._generations: dict[str, str] = {}  # generation id -> "compiling" | "ready" | ...
@@ -149,11 +146,11 @@ class RuntimeService:
             }
         invocation = self._invocations.start(invocation_request, active)  # BX3101: no surface
         run = {
-            "id": new_id("rr_"),
+            "id": new_id(get_spec().schemas["RuntimeRunId"]["pattern"]),
             "surfaceId": request["surfaceId"],
             "target": request["target"],
             "status": "running",
-            "startedAt": now(),
+            "startedAt": utc_timestamp(),
             "generationId": generation,
         }
         with self._lock:
@@ -180,7 +177,7 @@ class RuntimeService:
             if run is None:  # forgotten meanwhile (more runs than are kept): answered still
                 run = dict(started)
             if run["status"] == "running":
-                run["completedAt"] = now()
+                run["completedAt"] = utc_timestamp()
                 if status == "completed":
                     run["status"] = "completed"
                     run["output"] = result

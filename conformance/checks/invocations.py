@@ -27,8 +27,7 @@ window must hold the bounds unless it holds only those two, and `retention` must
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import replace
 from typing import Any
 
@@ -38,9 +37,8 @@ from conformance import _expect
 from conformance._client import Client, TransportError
 from conformance._registry import Context, check
 from conformance._reply import Reply
-from conformance._stream import StreamError
 from conformance.checks._common import JSON_TYPE, json_bytes, latest, wait_for_entries
-from conformance.checks.sessions import EventStream, Item
+from conformance.checks.sessions import Item, open_event_stream
 
 SHAPE = "invocation-shape"
 PARAM = "{invocationId}"
@@ -183,27 +181,10 @@ def cancel_quietly(ctx: Context, invocation_id: str) -> None:
 # -- reading the stream -----------------------------------------------------------------------
 
 
-@contextmanager
-def open_stream(ctx: Context, invocation_id: str) -> Iterator[EventStream]:
-    where = route_path("invocations.stream", invocation_id)
-    sock = ctx.client.connect()
-    try:
-        sock.sendall(ctx.client.request_head("GET", where, ctx.client.credentials("header")))
-        try:
-            stream = EventStream(sock, ctx.target.timeout)
-        except (OSError, StreamError) as exc:
-            raise TransportError(f"GET {where}: {type(exc).__name__}: {exc}") from None
-        if stream.status != 200:
-            ctx.not_testable(f"GET {where}: {stream.status}")
-        yield stream
-    finally:
-        sock.close()
-
-
 def read_to_final(ctx: Context, invocation_id: str, label: str) -> tuple[list[Item], bool, str]:
     """Every event of a stream until `final` (and what follows it), whether the stream then
     ended, and its media type; the event names, `final` once and last, are judged here."""
-    with open_stream(ctx, invocation_id) as stream:
+    with open_event_stream(ctx, route_path("invocations.stream", invocation_id)) as stream:
         media = stream.media_type
         items = stream.events(ROUTE_WAIT, until="final")
         after = stream.events(min(ctx.target.stream_timeout, 2.0))

@@ -273,8 +273,9 @@ class EventStream(Stream):
 
 
 @contextmanager
-def open_stream(ctx: Context, session_id: str) -> Iterator[EventStream]:
-    where = route_path("sessions.stream", session_id)
+def open_event_stream(ctx: Context, where: str) -> Iterator[EventStream]:
+    """The server-sent events at path `where` (a session's stream, an invocation's), read on
+    a socket of its own; a status other than 200 is NOT_TESTABLE."""
     sock = ctx.client.connect()
     try:
         sock.sendall(ctx.client.request_head("GET", where, ctx.client.credentials("header")))
@@ -659,7 +660,7 @@ def session_stream(ctx: Context) -> None:
     wait = ctx.target.stream_timeout
     with launched(ctx) as sessions:
         session_id = sessions.create(cols=80, rows=24, prompt="")["id"]
-        with open_stream(ctx, session_id) as first:
+        with open_event_stream(ctx, route_path("sessions.stream", session_id)) as first:
             media = first.media_type
             ctx.check(media == "text/event-stream", f"served as {media!r}", "STREAM-001", "HS-030")
             head = _first_two(first, wait)
@@ -695,7 +696,7 @@ def session_stream(ctx: Context) -> None:
                 any(i.name == "state" for i in live), "no live `state` after a resize", "HS-037"
             )
             seen += _outputs(ctx, first.events(QUIET))
-            with open_stream(ctx, session_id) as second:
+            with open_event_stream(ctx, route_path("sessions.stream", session_id)) as second:
                 again = _first_two(second, wait)
                 if [i.name for i in again] == ["state", "output"]:
                     replay2 = decoded(ctx, frame_data(ctx, again[1], FRAMES["output"]))
@@ -770,7 +771,7 @@ def session_keepalive(ctx: Context) -> None:
     interval = _expect.limit("session-keepalive") / 1000
     with launched(ctx) as sessions:
         session_id = sessions.create(cols=80, rows=24, prompt="")["id"]
-        with open_stream(ctx, session_id) as stream:
+        with open_event_stream(ctx, route_path("sessions.stream", session_id)) as stream:
             started = time.monotonic()
             deadline = started + interval + MARGIN
             comment = None

@@ -40,12 +40,9 @@ import contextlib
 import logging
 import os
 import re
-import secrets
-import string
 import threading
 import time
 from collections.abc import Callable, Mapping
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +56,7 @@ from bundle_contract._host_plugin import plugin_args
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_contract._states import state_machine
+from bundle_server._ids import new_id
 from bundle_server.sessions.pty import _ledger as ledger
 from bundle_server.sessions.pty._engine import Engine, pause, wait_for
 from bundle_server.sessions.pty._hosts import Overrides, availability, resolve
@@ -71,22 +69,10 @@ from bundle_server.sessions.pty._session import (
     SessionReplay,
 )
 
-ID_ALPHABET = string.digits + string.ascii_lowercase
 DEFAULT_TERM = "xterm-256color"
 CREATE = "POST create"
 CAN_CREATE = "host launchable, fewer than four active sessions"
 CANNOT_CREATE = "four sessions already active"
-
-
-@cache
-def _id_shape() -> tuple[str, int]:
-    """The prefix and length of a session id, read from the `session-id` limit's pattern
-    (`^hs_[0-9a-z]{16}$`), so the ids made here are the ids the routes accept."""
-    pattern: str = get_spec().limit("session-id")["pattern"]
-    shape = re.fullmatch(r"\^(?P<prefix>[a-z_]+)\[0-9a-z\]\{(?P<length>\d+)\}\$", pattern)
-    if shape is None:
-        raise ValueError(f"session-id pattern {pattern!r} is not PREFIX[0-9a-z]{{N}}")
-    return shape["prefix"], int(shape["length"])
 
 
 def utf8(text: str, field: str) -> bytes:
@@ -100,9 +86,8 @@ def utf8(text: str, field: str) -> bytes:
 
 
 def new_session_id() -> str:
-    """The `session-id` prefix and characters of [0-9a-z] from `secrets` (`hs_` and 16)."""
-    prefix, length = _id_shape()
-    return prefix + "".join(secrets.choice(ID_ALPHABET) for _ in range(length))
+    """An id in the `session-id` limit's shape (`hs_` and 16 of [0-9a-z])."""
+    return new_id(get_spec().limit("session-id")["pattern"])
 
 
 log = logging.getLogger("bundle_server.pty")
