@@ -21,8 +21,11 @@ Theory of operation:
   data=None, document=None)` sends a render event at once (`document` makes it
   document-bearing, and the newest document is the run's Agent Document); `context.input`,
   `context.args`, `context.providers` and `context.invocation_id` are the run's.
-- `{"op": "warm", "id", "references": [...]}` imports what the epoch's routes name (a runtime
-  generation compiling) and answers one final reply, completed or failed.
+- `{"op": "warm", "id", "references": [...], "fixtures"?: module}` imports what the epoch's
+  routes name (a runtime generation compiling) and answers one final reply, completed (with
+  the fixtures module's `fixtures`: id, host, native event, and the family each decodes to)
+  or failed. A job's `host` (a runtime run's target) is the host kind of an event that has no
+  fixture.
 - Replies: `{"id", "type": "trace", "kind", "phase", "at", ...}` for the kernel events of the
   event tracer's vocabulary (execute, providers, render, failure), `{"id", "type": "render",
   "kind", "data", "document"?}` per render event, and one `{"id", "type": "final", "status":
@@ -111,28 +114,61 @@ class FixtureUnknown(LookupError):
     """The project's fixtures module has no fixture of that id (or no module at all)."""
 
 
+def load_fixtures(module_path: str) -> Mapping[Any, Any]:
+    """The `FIXTURES` of the project's fixtures module (project-relative), loaded fresh."""
+    path = os.path.join(sys.path[0], module_path)
+    if not os.path.isfile(path):
+        raise FixtureUnknown(f"the fixtures module {module_path} does not exist")
+    spec = importlib.util.spec_from_file_location("bundle_fixtures", path)
+    if spec is None or spec.loader is None:
+        raise FixtureUnknown(f"{module_path} is not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fixtures = getattr(module, "FIXTURES", {})
+    if not isinstance(fixtures, Mapping):
+        raise FixtureUnknown(f"{module_path}: FIXTURES is not a mapping of fixture ids")
+    return fixtures
+
+
 def fixture_event(fixture: Mapping[str, Any]) -> dict[str, Any]:
     """The canonical event of a project fixture (see the module docstring)."""
     from bundle_contract._canonical import decode_native
 
-    path = os.path.join(sys.path[0], fixture["module"])
-    if not os.path.isfile(path):
-        raise FixtureUnknown(f"the fixtures module {fixture['module']} does not exist")
-    spec = importlib.util.spec_from_file_location("bundle_fixtures", path)
-    if spec is None or spec.loader is None:
-        raise FixtureUnknown(f"{fixture['module']} is not a Python module")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    fixtures = getattr(module, "FIXTURES", {})
-    found = fixtures.get(fixture["id"]) if isinstance(fixtures, Mapping) else None
+    fixtures = load_fixtures(fixture["module"])
+    found = fixtures.get(fixture["id"])
     if not isinstance(found, Mapping):
-        known = ", ".join(sorted(map(str, fixtures))) if isinstance(fixtures, Mapping) else ""
+        known = ", ".join(sorted(map(str, fixtures)))
         raise FixtureUnknown(
             f"{fixture['module']} has no fixture {fixture['id']!r} (it has: {known or 'none'})"
         )
     host = fixture.get("target") or found.get("host")
     event = decode_native(str(host), str(found.get("event")), found.get("payload", {}))
     return event.to_json()
+
+
+def list_fixtures(module_path: str) -> list[dict[str, str]]:
+    """What a client can pick from: each fixture's id, host and native event, and the family
+    it decodes to (or why it does not). Empty without a fixtures module."""
+    from bundle_contract._canonical import decode_native
+
+    if not module_path:
+        return []
+    listed = []
+    for key, found in load_fixtures(module_path).items():
+        found = found if isinstance(found, Mapping) else {}
+        row = {
+            "id": str(key),
+            "host": str(found.get("host")),
+            "nativeEvent": str(found.get("event")),
+        }
+        try:
+            event = decode_native(row["host"], row["nativeEvent"], found.get("payload", {}))
+        except Exception as error:  # a fixture that does not decode is listed with why
+            row["error"] = str(error)[:500]
+        else:
+            row["family"] = event.family
+        listed.append(row)
+    return sorted(listed, key=lambda row: row["id"])
 
 
 def summarize(error: BaseException) -> dict[str, str]:
@@ -155,6 +191,8 @@ def run(job: Mapping[str, Any], replies: Replies, runtime: str) -> dict[str, Any
     try:
         if job.get("fixture"):
             job = {**job, "event": fixture_event(job["fixture"])}
+        elif job.get("host"):  # no fixture: the bare event, seen as that host kind's
+            job = {**job, "event": {**job["event"], "host": job["host"]}}
         phase = "providers"
         replies.trace(invocation, "providers.start", "providers")
         for reference in job.get("providers", []):
@@ -183,6 +221,7 @@ def run(job: Mapping[str, Any], replies: Replies, runtime: str) -> dict[str, Any
     return {
         "type": "final",
         "status": "completed",
+        "host": job["event"].get("host"),
         "result": result,
         "document": context.document,
         "providers": _jsonable(context.providers),
@@ -202,7 +241,19 @@ def warm(job: Mapping[str, Any]) -> dict[str, Any]:
             raise
         traceback.print_exc(file=sys.stderr)
         return {"type": "final", "status": "failed", "error": summarize(error)}
-    return {"type": "final", "status": "completed"}
+    try:
+        fixtures = list_fixtures(job.get("fixtures", ""))
+    except BaseException as error:  # a broken fixtures module fails runs that name one only
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        traceback.print_exc(file=sys.stderr)
+        return {
+            "type": "final",
+            "status": "completed",
+            "fixtures": [],
+            "fixturesError": summarize(error),
+        }
+    return {"type": "final", "status": "completed", "fixtures": fixtures}
 
 
 # Written to fd 1 after a job's output, before its final reply: the server's reader of the

@@ -125,6 +125,14 @@ class Problems:
     def page_error(self, error: Any) -> None:
         self.messages.append(f"uncaught: {error}")
 
+    def expected_refusal(self, status: int) -> None:
+        """Take back the console line Chromium writes for a request answered `status`: the test
+        made that request fail on purpose (there must be exactly one)."""
+        line = f"the server responded with a status of {status}"
+        found = [m for m in self.messages if line in m]
+        assert len(found) == 1, self.messages
+        self.messages.remove(found[0])
+
 
 class Browser:
     def __init__(self) -> None:

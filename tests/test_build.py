@@ -56,6 +56,11 @@ def test_the_example_builds_into_a_manifest_that_reads_ok_and_inspects_clean(
             "event": "stop",
             "path": "src/safe_shell/routes.py",
             "handler": "safe_shell.routes:stop_review",
+            "inputSchema": {
+                "type": ["object", "null"],
+                "properties": {"verbose": {"type": "boolean"}},
+                "additionalProperties": False,
+            },
         }
     ]
 
@@ -191,6 +196,20 @@ def test_a_reference_to_a_missing_function_names_the_config_member(tmp_path: Pat
     error = only_error(build_project(project, tmp_path / "out"))
     assert error["code"] == "BX4703"
     assert "hooks.stop" in str(error["message"]) and "on_stop" in str(error["message"])
+
+
+def test_a_route_input_schema_that_is_no_schema_names_the_route_and_the_keyword(
+    tmp_path: Path,
+) -> None:
+    route = {"id": "r", "handler": "handlers:before_tool", "families": ["stop"]}
+    bad = route | {"inputSchema": {"type": "objekt"}}
+    project = write_project(tmp_path / "p", config(routes=[bad]))
+    error = only_error(build_project(project, tmp_path / "out"))
+    assert error["code"] == "BX4402"
+    assert str(error["message"]).startswith("bundle.config.json: routes[0].inputSchema['type']")
+    good = route | {"inputSchema": {"type": "object", "required": ["n"]}}
+    write_project(tmp_path / "p", config(routes=[good]))
+    assert build_project(tmp_path / "p", tmp_path / "out2").ok
 
 
 def test_a_reference_outside_the_project_is_refused(tmp_path: Path) -> None:

@@ -58,6 +58,9 @@ def blank(event, context):
 def nan(event, context):
     return {"value": float("nan")}
 
+def typed(event, context):
+    return context.input["n"] + 1
+
 def forges(event, context):
     import json, os, sys
     fd = int(sys.argv[sys.argv.index("--replies") + 1])
@@ -70,6 +73,16 @@ def forges(event, context):
     return "real"
 """
 )
+# A route declaring its input: the server checks it before the route runs (BX3104).
+TYPED = route_rows("typed")[0] | {
+    "inputSchema": {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 1}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
+}
+TYPED_SCHEMA = {"inputSchema": TYPED["inputSchema"]}
 FIXTURES = """
 FIXTURES = {
     "turn-ended": {"host": "host_a", "event": "Stop", "payload": {"stop_hook_active": True}},
@@ -84,22 +97,25 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     project = write_project(
         root / "p",
         config(
-            routes=route_rows(
-                "review",
-                "hangs",
-                "floods",
-                "breaks",
-                "prints",
-                "exits",
-                "dies",
-                "big",
-                "quick",
-                "echo_event",
-                "pid",
-                "blank",
-                "nan",
-                "forges",
-            ),
+            routes=[
+                *route_rows(
+                    "review",
+                    "hangs",
+                    "floods",
+                    "breaks",
+                    "prints",
+                    "exits",
+                    "dies",
+                    "big",
+                    "quick",
+                    "echo_event",
+                    "pid",
+                    "blank",
+                    "nan",
+                    "forges",
+                ),
+                TYPED,
+            ],
             dev={"contracts": {"fixtures": "bundle_fixtures.py"}},
         ),
         files={"bundle_routes.py": ROUTES, "bundle_fixtures.py": FIXTURES},
@@ -377,7 +393,45 @@ def test_the_active_epochs_routes_are_listed(client: Client, server: DevServer) 
     active = server.project.active_epoch()
     assert active is not None and body["epochId"] == active[0]
     assert {"id": "review", "family": "stop", "handler": "bundle_routes:review"} in body["routes"]
-    assert len(body["routes"]) == 14
+    assert len(body["routes"]) == 15
+    assert body["hosts"] == ["host_a", "host_b", "host_c", "host_d"]  # spec/hosts.toml
+    assert [r for r in body["routes"] if "inputSchema" in r] == [
+        {"id": "typed", "family": "stop", "handler": "bundle_routes:typed"} | TYPED_SCHEMA
+    ]
+
+
+def test_the_fixtures_are_listed_once_the_runtime_generation_read_them(client: Client) -> None:
+    deadline = time.monotonic() + 60
+    while not (fixtures := client.request("GET", "/api/routes").json()["fixtures"]):
+        assert time.monotonic() < deadline, "the runtime generation never listed the fixtures"
+        time.sleep(0.05)
+    broken, ended = fixtures
+    assert ended == {"id": "turn-ended", "host": "host_a", "nativeEvent": "Stop", "family": "stop"}
+    assert broken["id"] == "broken" and "family" not in broken
+    assert "stop_hook_active" in broken["error"]
+
+
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        ({"input": {"n": 0}}, "$.n"),
+        ({"input": {"n": "1"}}, "$.n"),
+        ({"input": {"n": 1, "extra": True}}, "$"),
+        ({}, "$"),  # an absent input is checked as null, which the route does not take
+    ],
+)
+def test_an_input_the_route_does_not_declare_is_refused_before_it_runs(
+    client: Client, body: dict[str, Any], path: str
+) -> None:
+    before = client.request("GET", "/api/routes/invocations?limit=200").json()["invocations"]
+    status, answer = invoke(client, routeId="typed", **body)
+    assert (status, answer["error"]["code"]) == (400, "BX3104"), answer
+    assert answer["error"]["details"] == {"routeId": "typed", "path": path}
+    assert answer["error"]["message"].startswith(f"route typed: input {path}: ")
+    after = client.request("GET", "/api/routes/invocations?limit=200").json()["invocations"]
+    assert after == before  # nothing ran, nothing was recorded
+    status, ran = invoke(client, routeId="typed", input={"n": 41})
+    assert (status, ran["invocation"]["result"]) == (200, 42)
 
 
 def test_a_fixture_reaches_the_route_through_the_canonical_decoder(client: Client) -> None:
@@ -391,11 +445,15 @@ def test_a_fixture_reaches_the_route_through_the_canonical_decoder(client: Clien
         "payload": {"reentry": {"value": True, "nativeKey": "stop_hook_active"}},
     }
     assert invocation["context"]["fixture"] == fixture
+    assert invocation["context"]["host"] == "host_a"  # the fixture's own host, as decoded
     # The same fixture as another host kind would send it: decoded as that host's.
     other = invoke(
         client, routeId="echo_event", eventFixture={"fixtureId": "turn-ended", "target": "host_b"}
     )[1]["invocation"]
     assert other["status"] == "completed" and other["result"]["host"] == "host_b"
+    assert other["context"]["host"] == "host_b"
+    bare = invoke(client, routeId="echo_event")[1]["invocation"]
+    assert "host" not in bare["context"] and bare["result"] == {"family": "stop", "payload": {}}
 
 
 @pytest.mark.parametrize(

@@ -20,9 +20,13 @@ ROUTES = """
 def echo(event, context):
     return {"input": context.input, "family": event["family"], "host": event.get("host")}
 
+def counts(event, context):
+    return context.input["n"] * 2
+
 def breaks(event, context):
     raise ValueError("no such thing")
 """
+COUNTS_INPUT = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 FIXTURES = """
 FIXTURES = {
     "turn-ended": {"host": "host_a", "event": "Stop", "payload": {"stop_hook_active": False}},
@@ -35,8 +39,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     root = tmp_path_factory.mktemp("runtime")
     routes = [
         {"id": name, "handler": f"runtime_routes:{name}", "families": ["stop"]}
-        for name in ("echo", "breaks")
+        for name in ("echo", "breaks", "counts")
     ]
+    routes[2]["inputSchema"] = COUNTS_INPUT
     project = write_project(
         root / "p",
         config(routes=routes, dev={"contracts": {"fixtures": "runtime_fixtures.py"}}),
@@ -95,7 +100,12 @@ def test_a_run_of_a_surface_answers_its_record_and_is_announced(client: Client) 
     assert status == 201
     record = reply.json()["run"]
     assert record["status"] == "completed" and record["generationId"] == generation
-    assert record["output"] == {"input": {"n": 3}, "family": "stop", "host": None}
+    # Without a fixture, the bare event is seen as the target host kind's.
+    assert record["output"] == {"input": {"n": 3}, "family": "stop", "host": "host_b"}
+    # The invocation that ran it is named, and holds the rest (context, trace, document).
+    invocation = client.request("GET", f"/api/routes/invocations/{record['invocationId']}")
+    context = invocation.json()["invocation"]["context"]
+    assert context["host"] == "host_b" and context["routeId"] == "echo"
     listed = client.request("GET", "/api/runtime/runs").json()["runs"]
     assert listed[0]["id"] == record["id"]
     assert client.request("GET", f"/api/runtime/runs/{record['id']}").json()["run"] == record
@@ -142,6 +152,19 @@ def test_bad_runs_are_refused_in_the_envelope(
     activated(client)
     got, reply = run(client, **body)
     assert (got, reply.code()) == (status, code)
+
+
+def test_a_run_whose_input_the_surface_does_not_declare_is_refused_and_leaves_no_run(
+    client: Client,
+) -> None:
+    activated(client)
+    before = client.request("GET", "/api/runtime/runs").json()["runs"]
+    got, reply = run(client, surfaceId="counts", target="host_a", input={"n": "three"})
+    assert (got, reply.code()) == (400, "BX3104")
+    assert reply.json()["error"]["details"] == {"routeId": "counts", "path": "$.n"}
+    assert client.request("GET", "/api/runtime/runs").json()["runs"] == before
+    status, ok = run(client, surfaceId="counts", target="host_a", input={"n": 4})
+    assert status == 201 and ok.json()["run"]["output"] == 8
 
 
 def test_an_unknown_run_is_404(client: Client) -> None:

@@ -20,9 +20,22 @@ ROUTES = (
     + """
 def quick(event, context):
     return {"args": context.args, "input": context.input}
+
+def echo_event(event, context):
+    return {"host": event.get("host"), "payload": event["payload"]}
+
+def typed(event, context):
+    return context.input["n"] * 2
 """
 )
-NAMES = ("review", "hangs", "floods", "breaks", "quick")
+FIXTURES = """
+FIXTURES = {
+    "turn-ended": {"host": "host_a", "event": "Stop", "payload": {"stop_hook_active": True}},
+    "broken": {"host": "host_a", "event": "Stop", "payload": {"stop_hook_active": "yes"}},
+}
+"""
+NAMES = ("review", "hangs", "floods", "breaks", "quick", "echo_event", "typed")
+TYPED_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 # A run starts a worker process (the first one imports the project): more than expect's 5 s.
 RUN = 30_000
 
@@ -30,10 +43,11 @@ RUN = 30_000
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkbenchServer]:
     routes = route_rows(*NAMES)
+    routes[-1]["inputSchema"] = TYPED_SCHEMA
     with workbench_server(
         tmp_path_factory.mktemp("routes"),
-        members={"routes": routes},
-        files={"bundle_routes.py": ROUTES},
+        members={"routes": routes, "dev": {"contracts": {"fixtures": "bundle_fixtures.py"}}},
+        files={"bundle_routes.py": ROUTES, "bundle_fixtures.py": FIXTURES},
     ) as running:
         yield running
 
@@ -42,8 +56,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkbenchServer
 def page(browser: Browser, server: WorkbenchServer) -> Iterator[tuple[Page, Problems]]:
     with signed_in(browser, server) as (page, problems):
         deadline = time.monotonic() + 60
-        while len(page.request.get(f"{server.url}/api/routes").json()["routes"]) < len(NAMES):
-            assert time.monotonic() < deadline, "the project never built"
+        while True:
+            listed = page.request.get(f"{server.url}/api/routes").json()
+            if len(listed["routes"]) == len(NAMES) and listed["fixtures"]:
+                break
+            assert time.monotonic() < deadline, "the project never built, or no fixtures listed"
             time.sleep(0.1)
         yield page, problems
 
@@ -245,3 +262,54 @@ def test_past_invocations_open_from_the_list_and_from_the_url(
     tab.reload()
     expect(section).to_have_attribute("data-invocation", first or "")
     expect(section).to_have_attribute("data-status", "completed")
+
+
+def test_a_fixture_runs_as_the_host_picked_and_the_invocation_says_which(
+    page: tuple[Page, Problems], server: WorkbenchServer
+) -> None:
+    tab, problems = page
+    open_routes(tab, server)
+    fixture = tab.get_by_label("Event fixture")
+    # The fixture that does not decode is listed, not offered, and says why.
+    expect(fixture.locator("option[value=broken]")).to_be_disabled()
+    expect(tab.locator("#route-fixture-note")).to_contain_text("Not decodable: broken")
+    tab.get_by_label("Route", exact=True).select_option("echo_event")
+    fixture.select_option("turn-ended")
+    expect(tab.locator("#route-fixture-note")).to_contain_text("turn-ended decodes to the stop")
+    tab.get_by_label("as sent by").select_option("host_b")
+    tab.get_by_role("button", name="Run", exact=True).click()
+    section = invocation_of(tab, "echo_event")
+    expect(section).to_have_attribute("data-status", "completed", timeout=RUN)
+    result = json.loads(section.get_by_label("Result").inner_text())
+    assert result == {
+        "host": "host_b",
+        "payload": {"reentry": {"value": True, "nativeKey": "stop_hook_active"}},
+    }
+    expect(section.locator("dd", has_text="turn-ended")).to_have_count(1)
+    expect(section.locator("dd", has_text="host_b")).to_have_count(1)
+    assert problems.messages == [], problems.messages
+
+
+def test_an_input_the_route_schema_refuses_is_shown_at_the_input(
+    page: tuple[Page, Problems], server: WorkbenchServer
+) -> None:
+    tab, problems = page
+    open_routes(tab, server)
+    tab.get_by_label("Route", exact=True).select_option("typed")
+    schema = tab.locator("details.input-schema")
+    expect(schema).to_be_visible()
+    schema.locator("summary").click()
+    assert json.loads(schema.get_by_label("Input schema").inner_text()) == TYPED_SCHEMA
+    tab.get_by_label("Input (JSON)").fill('{"n": "four"}')
+    tab.get_by_role("button", name="Run", exact=True).click()
+    area = tab.get_by_label("Input (JSON)")
+    expect(area).to_have_attribute("aria-invalid", "true")
+    expect(tab.locator("#route-input-error")).to_contain_text("route typed: input $.n:")
+    expect(tab.locator("section.invocation")).to_be_hidden()  # nothing ran
+    problems.expected_refusal(400)
+    area.fill('{"n": 4}')
+    expect(area).not_to_have_attribute("aria-invalid", "true")
+    tab.get_by_role("button", name="Run", exact=True).click()
+    section = invocation_of(tab, "typed")
+    expect(section).to_have_attribute("data-status", "completed", timeout=RUN)
+    assert json.loads(section.get_by_label("Result").inner_text()) == 8

@@ -18,6 +18,9 @@ def echo(event, context):
 
 def breaks(event, context):
     raise ValueError("the surface broke")
+
+def counts(event, context):
+    return context.input["n"] * 2
 """
 FIXTURES = """
 FIXTURES = {
@@ -31,8 +34,9 @@ RUN = 30_000
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkbenchServer]:
     routes = [
         {"id": name, "handler": f"runtime_routes:{name}", "families": ["stop"]}
-        for name in ("echo", "breaks")
+        for name in ("echo", "breaks", "counts")
     ]
+    routes[2]["inputSchema"] = {"type": "object", "required": ["n"]}
     with workbench_server(
         tmp_path_factory.mktemp("runtime"),
         members={"routes": routes, "dev": {"contracts": {"fixtures": "runtime_fixtures.py"}}},
@@ -76,10 +80,32 @@ def test_a_fixture_is_decoded_as_the_target_host(page: tuple[Page, Problems]) ->
     tab, _ = page
     tab.get_by_label("Surface").select_option("echo")
     tab.get_by_label("Target host").select_option("host_b")
-    tab.get_by_label("Fixture").fill("turn-ended")
+    tab.get_by_label("Fixture").select_option("turn-ended")
     tab.get_by_role("button", name="Run").click()
     expect(tab.locator(".run-status")).to_have_text("completed", timeout=RUN)
     expect(tab.locator(".run-output")).to_contain_text('"host": "host_b"')
+    # The invocation that ran it opens in the Routes view, with the fixture and host.
+    tab.get_by_role("link", name="Its invocation").click()
+    section = tab.locator("section.invocation")
+    expect(section).to_have_attribute("data-status", "completed", timeout=RUN)
+    expect(section.locator("dd", has_text="turn-ended")).to_have_count(1)
+    expect(section.locator("dd", has_text="host_b")).to_have_count(1)
+
+
+def test_an_input_the_surface_schema_refuses_is_an_error_at_the_input(
+    page: tuple[Page, Problems],
+) -> None:
+    tab, problems = page
+    tab.get_by_label("Surface").select_option("counts")
+    tab.get_by_label("Input (JSON)").fill("[]")
+    tab.get_by_role("button", name="Run").click()
+    expect(tab.get_by_role("alert")).to_contain_text("BX3104: route counts: input $:")
+    expect(tab.get_by_label("Input (JSON)")).to_have_attribute("aria-invalid", "true")
+    expect(tab.locator(".run-status")).to_have_count(0)  # nothing ran
+    problems.expected_refusal(400)
+    tab.get_by_label("Input (JSON)").fill('{"n": 5}')
+    tab.get_by_role("button", name="Run").click()
+    expect(tab.locator(".run-output")).to_have_text("10", timeout=RUN)
 
 
 def test_a_failing_surface_shows_its_error(page: tuple[Page, Problems]) -> None:

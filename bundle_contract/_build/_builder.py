@@ -332,6 +332,8 @@ def _route_row(route: Mapping[str, Any], spec_layout: Layout) -> dict[str, Any]:
     }
     if route.get("providers"):
         row["providers"] = list(route["providers"])
+    if "inputSchema" in route:
+        row["inputSchema"] = route["inputSchema"]
     return row
 
 

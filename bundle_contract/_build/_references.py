@@ -18,6 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
 from bundle_contract._build._diagnostics import describe, project_location, syntax_location
 from bundle_contract._build._layout import layout
 from bundle_contract._error_bases import ContractError
@@ -85,6 +88,7 @@ def check_config(root: Path, config: dict[str, Any], config_name: str) -> list[C
         found += imported(route["handler"], f"{config_name}: routes[{index}].handler")
         for position, provider in enumerate(route.get("providers", [])):
             found += imported(provider, f"{config_name}: routes[{index}].providers[{position}]")
+        found += _input_schema(route, f"{config_name}: routes[{index}].inputSchema", config_name)
     for index, server in enumerate(config.get("mcpServers", [])):
         if server["kind"] == "compiled":
             where = f"{config_name}: mcpServers[{index}].server"
@@ -260,6 +264,19 @@ def _prebuilts(root: Path, config: dict[str, Any], config_name: str) -> list[Con
 def payload_id(directory: str) -> str:
     """The manifest's payload id of a prebuilt directory: its path with `/` made `-`."""
     return directory.strip("/").replace("/", "-")
+
+
+def _input_schema(route: dict[str, Any], where: str, config_name: str) -> list[ContractError]:
+    """A route's `inputSchema` must be a valid draft 2020-12 schema: the server applies it to
+    every input, and a schema it cannot apply would refuse them all at run time instead."""
+    if "inputSchema" not in route:
+        return []
+    try:
+        Draft202012Validator.check_schema(route["inputSchema"])
+    except SchemaError as error:
+        at = "".join(f"[{part!r}]" for part in error.absolute_path)
+        return [ConfigInvalid(f"{where}{at}: {error.message}", {"path": config_name})]
+    return []
 
 
 def _duplicates(config: dict[str, Any], config_name: str) -> list[ContractError]:

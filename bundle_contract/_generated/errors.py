@@ -272,6 +272,13 @@ class RuntimeGenerationStale(RequestError):
     http_status: ClassVar[int] = 409
 
 
+class RouteInputInvalid(RequestError):
+    """A route invocation's or runtime run's `input` does not match the route's `inputSchema`."""
+
+    code: ClassVar[str] = "BX3104"
+    http_status: ClassVar[int] = 400
+
+
 class TraceUnavailable(RequestError):
     """Trace hub or log store closed or unavailable."""
 
@@ -581,6 +588,7 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX3101": RouteUnknown,
     "BX3102": NoActiveEpoch,
     "BX3103": RuntimeGenerationStale,
+    "BX3104": RouteInputInvalid,
     "BX3003": TraceUnavailable,
     "BX4101": HookResultNotObject,
     "BX4102": ReasonWhileContinuing,
@@ -668,6 +676,7 @@ __all__ = [
     "RequestLineTooLong",
     "ResultFieldNotAllowed",
     "ResultShapeInvalid",
+    "RouteInputInvalid",
     "RouteNotFound",
     "RouteUnknown",
     "RuntimeDependencyNotInstalled",

@@ -24,7 +24,7 @@ from bundle_contract._generated.errors import TraceUnavailable
 from bundle_server._http.routing import Call, Reply, handler
 from bundle_server._streams.hangup import Hangup, hangup_of
 from bundle_server._streams.ndjson import GreenWaker, StreamBody
-from bundle_server.invocations.service import Invocation, InvocationService
+from bundle_server.invocations.service import Invocation, InvocationService, host_kinds
 
 EVENT_STREAM = "text/event-stream"
 # How often a waiting request looks again without being woken (a safety net: a wake is sent on
@@ -55,10 +55,19 @@ def wait_final(invocation: Invocation) -> None:
 
 @handler("invocations.routes")
 def routes(call: Call) -> dict[str, Any]:
-    """The active epoch's routes an invocation can name."""
-    epoch, rows = _service(call).routes()
-    listed = [{"id": r["id"], "family": r["event"], "handler": r["handler"]} for r in rows]
-    return {"routes": listed} | ({"epochId": epoch} if epoch else {})
+    """The active epoch's routes an invocation can name, and the fixtures it can use."""
+    service = _service(call)
+    epoch, rows = service.routes()
+    listed = [
+        {"id": r["id"], "family": r["event"], "handler": r["handler"]}
+        | ({"inputSchema": r["inputSchema"]} if isinstance(r.get("inputSchema"), dict) else {})
+        for r in rows
+    ]
+    fixtures = service.fixtures(epoch) if epoch else []
+    hosts = sorted(host_kinds())
+    return {"routes": listed, "fixtures": fixtures, "hosts": hosts} | (
+        {"epochId": epoch} if epoch else {}
+    )
 
 
 @handler("invocations.create")

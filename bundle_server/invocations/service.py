@@ -45,6 +45,7 @@ from bundle_contract._generated.errors import (
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_server._ids import new_id
+from bundle_server.invocations.inputs import check_input
 from bundle_server.invocations.runtime import Message, RouteWorker
 from bundle_server.invocations.window import RenderWindow
 
@@ -59,6 +60,22 @@ OUTCOMES = ("render", "continue", "deny")
 def kept_invocations() -> int:
     kept: int = get_spec().limit("invocation-retention")["maximum"]
     return kept
+
+
+@cache
+def host_kinds() -> frozenset[str]:
+    return frozenset(row["kind"] for row in get_spec().rows("hosts", "host"))
+
+
+def fixture_row(row: Any) -> bool:
+    """A fixture row as RouteList lists it (a worker's reply is checked, never trusted)."""
+    text = ("id", "host", "nativeEvent")
+    return (
+        isinstance(row, dict)
+        and all(isinstance(row.get(key), str) and row[key] for key in text)
+        and set(row) <= {*text, "family", "error"}
+        and all(isinstance(row[key], str) for key in ("family", "error") if key in row)
+    )
 
 
 def item_path(invocation: str) -> str:
@@ -91,12 +108,22 @@ def manifest_routes(root: Path) -> list[dict[str, Any]]:
 class Invocation:
     """One route invocation; its fields change under `lock` only (see the module docstring)."""
 
-    def __init__(self, request: Mapping[str, Any], epoch_id: str, route: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        request: Mapping[str, Any],
+        epoch_id: str,
+        route: Mapping[str, Any],
+        host: str | None = None,
+    ) -> None:
         self.lock = threading.Lock()
         self.id = invocation_id()
         self.request = dict(request)
         self.epoch_id = epoch_id
         self.route = dict(route)
+        # The host kind whose view of the event the route gets: a runtime run's target, the
+        # fixture's target, or (reported by the worker) the fixture's own host.
+        fixture = request.get("eventFixture") or {}
+        self.host: str | None = host or fixture.get("target")
         self.status = "running"
         self.outcome: str | None = None
         self.document: Any = None
@@ -147,7 +174,8 @@ class Invocation:
                 "family": self.route["event"],
                 "runtime": self.runtime,
             }
-            | ({"fixture": self.request["eventFixture"]} if "eventFixture" in self.request else {}),
+            | ({"fixture": self.request["eventFixture"]} if "eventFixture" in self.request else {})
+            | ({"host": self.host} if self.host else {}),
             "providers": self.providers,
             "renderEvents": self.window.events(),
             "document": self.document,
@@ -215,21 +243,27 @@ class InvocationService:
         self._turns: dict[str, threading.Lock] = {}
         self._closed = False
         self._standalones: set[RouteWorker] = set()  # standalone workers of runs under way
+        self._fixture_lists: dict[str, list[dict[str, Any]]] = {}  # epoch -> its fixtures
 
     # --- asking ---
 
     def start(
-        self, request: Mapping[str, Any], active: tuple[str, Path] | None = None
+        self,
+        request: Mapping[str, Any],
+        active: tuple[str, Path] | None = None,
+        host: str | None = None,
     ) -> Invocation:
         """Check `request` (RouteInvocationRequest) and start its run on the active epoch (or
-        on `active`, the epoch a caller already checked); raises the request's errors (no
-        active epoch, an unknown route) before anything runs."""
+        on `active`, the epoch a caller already checked), for `host`'s view of the event when
+        given; raises the request's errors (no active epoch, an unknown route, an input the
+        route does not declare) before anything runs."""
         active = active or self._active_epoch()
         if active is None:
             raise NoActiveEpoch("no epoch is active yet: the project has not built")
         epoch_id, root = active
         route = self._route(root, request["routeId"])
-        invocation = Invocation(request, epoch_id, route)
+        check_input(route, request)  # BX3104: a route runs only with the input it declares
+        invocation = Invocation(request, epoch_id, route, host)
         with self._lock:
             self._invocations[invocation.id] = invocation
             self._forget_old()
@@ -365,11 +399,12 @@ class InvocationService:
             "input": invocation.request.get("input"),
             "args": invocation.request.get("args"),
         }
+        if invocation.host:
+            job["host"] = invocation.host
         fixture = invocation.request.get("eventFixture")
         if fixture is not None:
-            contracts = ((self._config() or {}).get("dev") or {}).get("contracts") or {}
             job["fixture"] = {
-                "module": contracts.get("fixtures", ""),
+                "module": self._fixtures(),
                 "id": fixture["fixtureId"],
             } | ({"target": fixture["target"]} if "target" in fixture else {})
         try:
@@ -398,17 +433,34 @@ class InvocationService:
         )
         with self._lock:
             turn = self._turns.setdefault(epoch, threading.Lock())
+        job = {"id": job_id, "op": "warm", "references": references, "fixtures": self._fixtures()}
         with turn:
             worker = self._worker(epoch, root)
             try:
-                return worker.run(
-                    {"id": job_id, "op": "warm", "references": references}, lambda message: None
-                )
+                final = worker.run(job, lambda message: None)
             except RuntimeError as error:
                 return {
                     "status": "failed",
                     "error": {"name": "RouteWorkerEnded", "message": str(error)},
                 }
+        fixtures = final.get("fixtures")
+        if isinstance(fixtures, list):  # a reply from project code: only well-formed rows
+            with self._lock:
+                self._fixture_lists[epoch] = [row for row in fixtures if fixture_row(row)]
+                for old in [e for e in self._fixture_lists if e != epoch]:
+                    del self._fixture_lists[old]
+        return final
+
+    def fixtures(self, epoch: str) -> list[dict[str, Any]]:
+        """The fixtures the epoch's runtime generation listed (empty until it is ready)."""
+        with self._lock:
+            return list(self._fixture_lists.get(epoch, ()))
+
+    def _fixtures(self) -> str:
+        """The project-relative path of the adopted config's fixtures module, or ""."""
+        contracts = ((self._config() or {}).get("dev") or {}).get("contracts") or {}
+        found = contracts.get("fixtures", "")
+        return found if isinstance(found, str) else ""
 
     def _worker(self, epoch: str, root: Path) -> RouteWorker:
         """The epoch's shared worker (the caller holds the epoch's turn), started if need be.
@@ -507,6 +559,8 @@ class InvocationService:
             invocation.document = final["document"]
         if isinstance(final.get("providers"), dict):
             invocation.providers = dict(final["providers"])
+        if invocation.host is None and final.get("host") in host_kinds():
+            invocation.host = final["host"]
         if invocation.status == "failed":
             error = final.get("error")
             error = error if isinstance(error, Mapping) else {}

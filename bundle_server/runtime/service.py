@@ -144,7 +144,8 @@ class RuntimeService:
                 "fixtureId": request["fixtureId"],
                 "target": request["target"],
             }
-        invocation = self._invocations.start(invocation_request, active)  # BX3101: no surface
+        # BX3101 for an unknown surface, BX3104 for an input it does not declare.
+        invocation = self._invocations.start(invocation_request, active, host=request["target"])
         run = {
             "id": new_id(get_spec().schemas["RuntimeRunId"]["pattern"]),
             "surfaceId": request["surfaceId"],
@@ -152,6 +153,7 @@ class RuntimeService:
             "status": "running",
             "startedAt": utc_timestamp(),
             "generationId": generation,
+            "invocationId": invocation.id,
         }
         with self._lock:
             self._runs[run["id"]] = run

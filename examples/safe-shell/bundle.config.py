@@ -21,6 +21,12 @@ config = define_config(
                 "id": "stop-review",
                 "handler": "safe_shell.routes:stop_review",
                 "families": ["stop"],
+                # What `input` may be (checked before the route runs; absent input is null).
+                "inputSchema": {
+                    "type": ["object", "null"],
+                    "properties": {"verbose": {"type": "boolean"}},
+                    "additionalProperties": False,
+                },
             }
         ],
         "mcpServers": [

@@ -1,6 +1,9 @@
 // Routes: run a route of the active epoch and watch it. The form takes the route (from
-// GET /api/routes), the input and optional args as JSON (parsed here first: text that is not
-// JSON is never sent), and a correlation id; Run posts a streamed invocation (202, running) and
+// GET /api/routes), an event fixture of the project (optionally as another host kind sends
+// it), the input and optional args as JSON (parsed here first: text that is not JSON is never
+// sent), and a correlation id. A route's input schema is shown beside the input; the server
+// checks the input against it (one validator, so the page and the API never disagree) and its
+// BX3104 answer is shown at the input with the path it names. Run posts a streamed invocation (202, running) and
 // follows its server-sent events (`trace`, `truncated` once, `render`, the terminating `final`
 // with the final envelope). Render events show as they arrive; the final envelope replaces
 // them with the window the server kept (its newest 256 events / 2 MiB, `retention` when it
@@ -85,6 +88,10 @@ export function mount(container, params) {
     "aria-describedby": "route-args-error",
   });
   args.spellcheck = false;
+  const fixture = h("select", { id: "route-fixture", name: "fixture" });
+  const fixtureHost = h("select", { id: "route-fixture-host", name: "fixture-host", disabled: true });
+  const fixtureNote = h("p", { id: "route-fixture-note", className: "muted" });
+  const schemaBox = h("details", { className: "input-schema", hidden: true });
   const correlation = h("input", {
     id: "route-correlation",
     type: "text",
@@ -104,9 +111,19 @@ export function mount(container, params) {
     h(
       "div",
       { className: "field" },
+      h("label", { htmlFor: "route-fixture" }, "Event fixture"),
+      fixture,
+      h("label", { htmlFor: "route-fixture-host" }, "as sent by"),
+      fixtureHost,
+      fixtureNote,
+    ),
+    h(
+      "div",
+      { className: "field" },
       h("label", { htmlFor: "route-input" }, "Input (JSON)"),
       input,
       inputError,
+      schemaBox,
     ),
     h(
       "div",
@@ -140,6 +157,9 @@ export function mount(container, params) {
   }
   // A new epoch can bring other routes: the list is read again whenever it is about to be used.
   route.addEventListener("focus", () => loadRoutes());
+  fixture.addEventListener("focus", () => loadRoutes());
+  route.addEventListener("change", () => describeChoice());
+  fixture.addEventListener("change", () => describeChoice());
   input.addEventListener("input", () => clearError(input, inputError));
   args.addEventListener("input", () => clearError(args, argsError));
 
@@ -187,6 +207,8 @@ export function mount(container, params) {
   let unmounted = false;
   let shown = null; // {id, status, events: Map(sequence -> element), ...} of the invocation shown
   let controller = null; // the stream being followed
+  let listedRoutes = []; // GET /api/routes: rows with family and inputSchema
+  let listedFixtures = []; // and the project's fixtures (id, host, nativeEvent, family | error)
 
   function clearError(area, line) {
     area.removeAttribute("aria-invalid");
@@ -209,13 +231,70 @@ export function mount(container, params) {
         );
         if (ids.includes(chosen)) route.value = chosen;
       }
+      listedRoutes = listed.routes;
+      listFixtures(listed.fixtures || [], listed.hosts || []);
       epochLine.textContent = listed.epochId ? `epoch ${listed.epochId}` : "no active epoch";
       if (!ids.length) {
         epochLine.textContent += listed.epochId ? " · it has no routes" : " · nothing to run yet";
       }
       run.disabled = !ids.length;
+      describeChoice();
     } catch (error) {
       if (!unmounted) formError.textContent = `Routes: ${message(error)}`;
+    }
+  }
+
+  function listFixtures(fixtures, hosts) {
+    const labels = ["none", ...fixtures.map((row) => `${row.id}: ${row.nativeEvent} (${row.host})`)];
+    if (labels.join("\n") === Array.from(fixture.options, (option) => option.textContent).join("\n")) {
+      listedFixtures = fixtures;
+      return;
+    }
+    const chosen = fixture.value;
+    replace(fixture, [
+      h("option", { value: "" }, "none"),
+      ...fixtures.map((row, index) =>
+        // A fixture that does not decode cannot be run: it is listed, with why, but not offered.
+        h("option", { value: row.id, disabled: Boolean(row.error) }, labels[index + 1]),
+      ),
+    ]);
+    listedFixtures = fixtures;
+    if (fixtures.some((row) => row.id === chosen && !row.error)) fixture.value = chosen;
+    if (fixtureHost.options.length === 0) {
+      replace(fixtureHost, [
+        h("option", { value: "" }, "its own host"),
+        ...hosts.map((kind) => h("option", { value: kind }, kind)),
+      ]);
+    }
+  }
+
+  /** The chosen route's schema and the chosen fixture's family, beside the form fields. */
+  function describeChoice() {
+    const row = listedRoutes.find((candidate) => candidate.id === route.value);
+    const picked = listedFixtures.find((candidate) => candidate.id === fixture.value);
+    fixtureHost.disabled = !picked;
+    const broken = listedFixtures.filter((candidate) => candidate.error);
+    if (picked && row && picked.family !== row.family) {
+      fixtureNote.textContent = `${picked.id} decodes to ${picked.family}, not ${row.id}'s ${row.family}`;
+    } else if (picked) {
+      fixtureNote.textContent = `${picked.id} decodes to the ${picked.family} family`;
+    } else if (!listedFixtures.length) {
+      fixtureNote.textContent = "The project lists no fixtures (dev.contracts.fixtures).";
+    } else {
+      fixtureNote.textContent = "";
+    }
+    if (broken.length) {
+      fixtureNote.textContent += ` Not decodable: ${broken.map((b) => `${b.id} (${b.error})`).join("; ")}`;
+    }
+    if (row && row.inputSchema) {
+      replace(
+        schemaBox,
+        h("summary", {}, "Input schema"),
+        h("pre", { className: "details-json", "aria-label": "Input schema" }, pretty(row.inputSchema)),
+      );
+      schemaBox.hidden = false;
+    } else {
+      schemaBox.hidden = true;
     }
   }
 
@@ -245,6 +324,10 @@ export function mount(container, params) {
       return;
     }
     const body = { routeId: route.value, input: parsedInput.value, stream: true };
+    if (fixture.value) {
+      body.eventFixture = { fixtureId: fixture.value };
+      if (fixtureHost.value) body.eventFixture.target = fixtureHost.value;
+    }
     if (!parsedArgs.missing) body.args = parsedArgs.value;
     if (correlation.value.trim()) body.correlationId = correlation.value.trim();
     run.disabled = true;
@@ -254,7 +337,15 @@ export function mount(container, params) {
       open(answer.invocation);
       loadPast();
     } catch (error) {
-      if (!unmounted) formError.textContent = `Run: ${message(error)}`;
+      if (unmounted) return;
+      if (error instanceof ApiError && error.code === "BX3104") {
+        // The route's schema refused the input: say so where the input is edited.
+        input.setAttribute("aria-invalid", "true");
+        inputError.textContent = `Input does not match the route's schema: ${error.message}`;
+        input.focus();
+      } else {
+        formError.textContent = `Run: ${message(error)}`;
+      }
     } finally {
       run.disabled = !route.options.length;
     }
@@ -353,6 +444,8 @@ export function mount(container, params) {
       field("Correlation id", invocation.correlationId || "—"),
       field("Epoch", (invocation.context && invocation.context.epochId) || "—"),
       field("Runtime", (invocation.context && invocation.context.runtime) || "—"),
+      field("Fixture", (invocation.context && invocation.context.fixture && invocation.context.fixture.fixtureId) || "—"),
+      field("Host", (invocation.context && invocation.context.host) || "—"),
       field("Started", timings.startedAt || "—", "when"),
       field("Completed", timings.completedAt || "—", "when"),
       field("Duration", timings.durationMs !== undefined ? `${timings.durationMs} ms` : "—"),

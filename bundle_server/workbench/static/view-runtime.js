@@ -1,12 +1,12 @@
 // Runtime: the development runtime's generation (from the project status), a form that runs a
-// surface (a route of the active epoch) for a host kind with an input or a fixture, and the
-// recent runs with their output or error. Runs answer when they are over: the form waits.
+// surface (a route of the active epoch) for a host kind with an input and optionally one of the
+// project's fixtures (both lists from GET /api/routes), and the recent runs with their output
+// or error and a link to the invocation that ran each. Runs answer when they are over: the form
+// waits. An input the surface's schema refuses (BX3104) is shown at the input.
 import { ApiError, follow, getJSON, postJSON } from "/assets/api.js";
 import { h, replace, time } from "/assets/dom.js";
 
 export const title = "Runtime";
-
-const TARGETS = ["host_a", "host_b", "host_c", "host_d"];
 
 function pretty(value) {
   return value === undefined ? "" : JSON.stringify(value, null, 2);
@@ -15,13 +15,9 @@ function pretty(value) {
 export function mount(container) {
   const generation = h("p", { className: "generation", role: "status" });
   const surface = h("select", { "aria-label": "Surface" });
-  const target = h(
-    "select",
-    { "aria-label": "Target host" },
-    TARGETS.map((name) => h("option", { value: name }, name)),
-  );
+  const target = h("select", { "aria-label": "Target host" });
   const input = h("textarea", { rows: 4, cols: 60, "aria-label": "Input (JSON)" }, "null");
-  const fixture = h("input", { type: "text", placeholder: "fixture id (optional)", "aria-label": "Fixture" });
+  const fixture = h("select", { "aria-label": "Fixture" }, h("option", { value: "" }, "no fixture"));
   const error = h("p", { className: "error", role: "alert" });
   const result = h("section", { className: "run-result", "aria-label": "Last run" });
   const runs = h("table", { className: "runs", "aria-label": "Recent runs" });
@@ -43,12 +39,21 @@ export function mount(container) {
       h("p", {}, h("strong", { className: "run-status", "data-status": record.status }, record.status), " ", record.surfaceId, " for ", record.target, " · ", record.id, record.generationId ? ` · ${record.generationId}` : ""),
       record.error ? h("p", { className: "error" }, record.error.message) : null,
       record.output !== undefined ? h("pre", { className: "run-output" }, pretty(record.output)) : null,
+      record.invocationId
+        ? h(
+            "p",
+            {},
+            h("a", { href: `/routes?invocation=${encodeURIComponent(record.invocationId)}` }, "Its invocation"),
+            " (render events, Agent Document, trace)",
+          )
+        : null,
     );
   }
 
   async function submit(event) {
     event.preventDefault();
     error.textContent = "";
+    input.removeAttribute("aria-invalid");
     let parsed;
     try {
       parsed = JSON.parse(input.value);
@@ -57,7 +62,7 @@ export function mount(container) {
       return;
     }
     const body = { surfaceId: surface.value, target: target.value, input: parsed };
-    if (fixture.value.trim()) body.fixtureId = fixture.value.trim();
+    if (fixture.value) body.fixtureId = fixture.value;
     run.disabled = true;
     try {
       const { run: record } = await postJSON("/api/runtime/runs", body);
@@ -65,9 +70,20 @@ export function mount(container) {
       await loadRuns();
     } catch (caught) {
       error.textContent = caught instanceof ApiError ? `${caught.code || caught.status}: ${caught.message}` : caught.message;
+      if (caught instanceof ApiError && caught.code === "BX3104") {
+        input.setAttribute("aria-invalid", "true");
+        input.focus();
+      }
     } finally {
       run.disabled = false;
     }
+  }
+
+  /** Replace `select`'s options with `[value, label]` pairs, keeping the choice if it stays. */
+  function choices(select, pairs) {
+    const chosen = select.value;
+    replace(select, pairs.map(([value, label]) => h("option", { value }, label)));
+    if (pairs.some(([value]) => value === chosen)) select.value = chosen;
   }
 
   async function loadRuns() {
@@ -102,10 +118,15 @@ export function mount(container) {
         ? `Generation ${runtime.generationId}: ${runtime.state}`
         : `Runtime ${runtime.state}`;
       generation.dataset.state = runtime.state;
-      const { routes } = await getJSON("/api/routes");
-      const chosen = surface.value;
-      replace(surface, routes.map((route) => h("option", { value: route.id }, `${route.id} (${route.family})`)));
-      if (chosen) surface.value = chosen;
+      const listed = await getJSON("/api/routes");
+      choices(surface, listed.routes.map((route) => [route.id, `${route.id} (${route.family})`]));
+      choices(target, listed.hosts.map((kind) => [kind, kind]));
+      choices(fixture, [
+        ["", "no fixture"],
+        ...listed.fixtures
+          .filter((row) => !row.error)
+          .map((row) => [row.id, `${row.id}: ${row.nativeEvent} (${row.family})`]),
+      ]);
     } catch (caught) {
       if (!(caught instanceof ApiError && caught.status === 401)) error.textContent = caught.message;
     }
