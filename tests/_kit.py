@@ -44,6 +44,8 @@ def floods(event, context):
         context.render("line", {"index": index, "pad": "x" * 10000})
     return {"lines": 300}
 """
+# What the document route takes: an object or nothing (so a string is refused, BX3104).
+REVIEW_INPUT = {"type": ["object", "null"]}
 ROUTE_TARGET: dict[str, Any] = {
     "document_route": "review",
     "long_route": "hangs",
@@ -98,6 +100,7 @@ def route_project(root: Path) -> Path:
         {"id": name, "handler": f"bundle_routes:{name}", "families": ["stop"]}
         for name in ROUTE_TARGET.values()
     ]
+    routes[0]["inputSchema"] = REVIEW_INPUT  # the document route declares its input
     return write_project(root, config(routes=routes), files={"bundle_routes.py": ROUTES})
 
 

@@ -14,7 +14,7 @@ import pytest
 from _kit import ROUTE_TARGET, describe, failing, route_project, run_kit, serve, wait_active
 
 from bundle_server import DevServer, start_dev_server
-from bundle_server.invocations import service
+from bundle_server.invocations import handlers, service
 from bundle_server.invocations.service import Invocation
 from bundle_server.invocations.window import RenderWindow, WindowEntry
 from conformance import Report, Status, Target, registered
@@ -27,7 +27,12 @@ IDS = sorted({i for c in CHECKS for i in c.ids})
 WITHOUT_ROUTES = {
     i
     for c in CHECKS
-    if c.name in ("invocations.invocation_request_errors", "invocations.invocation_unknown_ids")
+    if c.name
+    in (
+        "invocations.invocation_request_errors",
+        "invocations.invocation_unknown_ids",
+        "invocations.invocation_route_list",
+    )
     for i in c.ids
 } | {"INV-027", "LIM-003"}
 WINDOW = ("INV-01[3-9]", "INV-02[01]", "LIM-00[12]")
@@ -145,6 +150,32 @@ def test_a_cancel_that_leaves_an_outcome_fails_the_cancel_rules(
     assert "outcome" in report.result("INV-012").reason
     monkeypatch.undo()
     assert run_kit(target(server), *CANCEL).ok()
+
+
+def test_a_server_that_runs_an_input_its_route_does_not_declare_fails_the_input_rule(
+    server: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert statuses(run_kit(target(server), "INV-039")) == {"INV-039": Status.PASS}
+    monkeypatch.setattr(service, "check_input", lambda route, request: None)
+    report = run_kit(target(server), "INV-039")
+    assert failing(report) == {"INV-039"}, describe(report)
+    reason = report.result("INV-039").reason
+    assert "BX3104" in reason and "the invocation list changed" in reason, reason
+
+
+def test_a_route_list_with_its_own_host_kinds_fails_the_route_list_rule(
+    server: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(handlers, "host_kinds", lambda: frozenset({"host_a"}))
+    report = run_kit(target(server), "INV-038")
+    assert failing(report) == {"INV-038"}, describe(report)
+    assert "not the host kinds" in report.result("INV-038").reason
+
+
+def test_without_an_input_schema_the_input_rule_skips_and_says_why(server: DevServer) -> None:
+    report = run_kit(target(server, document_route="hangs"), "INV-039")
+    result = report.result("INV-039")
+    assert result.status is Status.SKIP and "declares no inputSchema" in result.reason
 
 
 def test_the_routes_are_named_in_the_target_file_or_on_the_command_line(

@@ -144,6 +144,7 @@ def test_a_failing_surface_is_a_failed_run_with_its_error(client: Client) -> Non
         ),
         ({"surfaceId": "nope", "target": "host_a", "input": 1}, 404, "BX3101"),
         ({"surfaceId": "echo", "target": "host_a"}, 400, "BX1004"),
+        ({"surfaceId": "echo", "target": "host_z", "input": 1}, 400, "BX1004"),
     ],
 )
 def test_bad_runs_are_refused_in_the_envelope(

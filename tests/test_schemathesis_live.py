@@ -9,8 +9,8 @@ frames are checked in test_server_streams.py and by the conformance kit.
 
 The server serves a project with routes (the conformance kit's, `_kit.ROUTES`), and the
 document it fuzzes gains request examples naming one of them, so the examples phase runs
-invocations that answer 200 and 202 (a fuzzer does not guess a route id); other bodies answer
-BX3101, and the item, stream and cancel routes BX1001 for generated ids.
+invocations that answer 200 and 202 and a runtime run that answers 201 (a fuzzer does not
+guess a route id); other bodies answer BX3101 (or BX3104, an input the route refuses), and the item, stream and cancel routes BX1001 for generated ids.
 """
 
 from __future__ import annotations
@@ -57,6 +57,10 @@ def with_invocation_examples(document: dict[str, Any]) -> dict[str, Any]:
     body["content"]["application/json"]["examples"] = {
         "completed": {"value": {"routeId": route, "input": {"n": 1}, "requestId": "st-1"}},
         "streamed": {"value": {"routeId": route, "stream": True, "requestId": "st-2"}},
+    }
+    runs = document["paths"]["/api/runtime/runs"]["post"]["requestBody"]
+    runs["content"]["application/json"]["examples"] = {
+        "run": {"value": {"surfaceId": route, "target": "host_b", "input": {"st": 3}}},
     }
     return document
 
@@ -117,3 +121,10 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(
     with urllib.request.urlopen(listed, timeout=10) as response:
         rows = json.load(response)["invocations"]
     assert {"st-1", "st-2"} <= {row.get("requestId") for row in rows}, rows[:5]
+    # And a runtime run of the document route as a surface, for host_b.
+    runs = urllib.request.Request(
+        server.url + "/api/runtime/runs", headers={"x-bundle-session": server.session_token}
+    )
+    with urllib.request.urlopen(runs, timeout=10) as response:
+        records = json.load(response)["runs"]
+    assert any(r["target"] == "host_b" and r["status"] == "completed" for r in records), records

@@ -31,6 +31,8 @@ from contextlib import suppress
 from dataclasses import replace
 from typing import Any
 
+from jsonschema import Draft202012Validator
+
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import problems
 from conformance import _expect
@@ -331,6 +333,89 @@ def invocation_list(ctx: Context) -> None:
         listed == made[::-1], f"the newest two rows are {listed}, not {made[::-1]}", "INV-028"
     )
     ctx.note("the newest two invocations listed newest first")
+
+
+def route_list(ctx: Context, *ids: str) -> dict[str, Any]:
+    """GET /api/routes: the RouteList (NOT_TESTABLE when there is none to read)."""
+    reply = ctx.client.get(route_path("invocations.routes"))
+    body: Any = None
+    with suppress(ValueError):
+        body = reply.json()
+    if reply.status != 200 or not isinstance(body, dict):
+        ctx.fail(
+            f"GET {route_path('invocations.routes')}: {reply.describe()}, not a RouteList", *ids
+        )
+        ctx.not_testable("no route list to read")
+    return body
+
+
+@check("INV-038")
+def invocation_route_list(ctx: Context) -> None:
+    """GET /api/routes is a RouteList: the active epoch's routes (a named route among them),
+    the fixtures, and exactly the host kinds of hosts.toml."""
+    available(ctx)
+    listed = route_list(ctx)
+    for problem in problems("RouteList.json", listed)[:3]:
+        ctx.fail(f"the route list: {problem}"[:300])
+    kinds = sorted(row["kind"] for row in get_spec().rows("hosts", "host"))
+    hosts = listed.get("hosts")
+    ctx.check(
+        isinstance(hosts, list) and sorted(map(str, hosts)) == kinds,
+        f"the route list's hosts are {hosts!r}, not the host kinds {kinds}",
+    )
+    ids = [row.get("id") for row in listed.get("routes", []) if isinstance(row, dict)]
+    for setting in ROUTES:
+        name = getattr(ctx.target, setting)
+        if name is not None:
+            ctx.check(name in ids, f"the named route {name!r} is not in the list {ids[:10]}")
+    ctx.check(not ids or "epochId" in listed, f"routes {ids[:5]} listed without an epochId")
+    ctx.note(f"{len(ids)} routes, {len(listed.get('fixtures', []))} fixtures, hosts {kinds}")
+
+
+def refused_input(schema: dict[str, Any]) -> tuple[str, Any] | None:
+    """An input (`absent` or a value) the route's schema refuses, by the kit's own validator;
+    None when it accepts all of the kit's candidates."""
+    validator = Draft202012Validator(schema)
+    for candidate in ("conformance-input", 7, [], {}, {"conformance": [1]}, True):
+        if not validator.is_valid(candidate):
+            return "value", candidate
+    return ("absent", None) if not validator.is_valid(None) else None
+
+
+@check("INV-039")
+def invocation_input_schema(ctx: Context) -> None:
+    """An input the named document route's `inputSchema` refuses is BX3104 (400) naming the
+    JSON path, and records no invocation; an absent input counts as null."""
+    available(ctx)
+    route = named(ctx, "document_route")
+    rows = [r for r in route_list(ctx).get("routes", []) if isinstance(r, dict)]
+    row = next((r for r in rows if r.get("id") == route), None)
+    if row is None:
+        ctx.not_testable(f"the named route {route!r} is not in the route list")
+    schema = row.get("inputSchema")
+    if not isinstance(schema, dict):
+        ctx.skip(f"the named route {route!r} declares no inputSchema: nothing to refuse")
+    try:
+        found = refused_input(schema)
+    except Exception as error:  # a schema the kit cannot apply: no verdict
+        ctx.not_testable(f"the route's inputSchema cannot be applied: {error}"[:300])
+    if found is None:
+        ctx.skip(f"{route!r}'s inputSchema accepts every input the kit tries")
+    how, value = found
+    before = ctx.client.get(f"{route_path('invocations.list')}?limit=1").body
+    body: dict[str, Any] = {"routeId": route} | ({"input": value} if how == "value" else {})
+    reply = send(ctx, "invocations.create", body=body, wait=True)
+    what = f"an invocation of {route!r} with input {value!r}" if how == "value" else "no input"
+    if ctx.expect_error(reply, "BX3104", what):
+        details = reply.json().get("error", {}).get("details", {})
+        path = details.get("path") if isinstance(details, dict) else None
+        ctx.check(
+            isinstance(path, str) and path.startswith("$"),
+            f"{what}: BX3104 names no JSON path (details {details!r})"[:300],
+        )
+    after = ctx.client.get(f"{route_path('invocations.list')}?limit=1").body
+    ctx.check(before == after, f"{what} was refused, yet the invocation list changed")
+    ctx.note(f"{what}: {reply.describe()}, nothing recorded")
 
 
 # -- checks with a named route ----------------------------------------------------------------
