@@ -116,6 +116,8 @@ class FixtureUnknown(LookupError):
 
 def load_fixtures(module_path: str) -> Mapping[Any, Any]:
     """The `FIXTURES` of the project's fixtures module (project-relative), loaded fresh."""
+    if not module_path:
+        raise FixtureUnknown("the project names no fixtures module (dev.contracts.fixtures)")
     path = os.path.join(sys.path[0], module_path)
     if not os.path.isfile(path):
         raise FixtureUnknown(f"the fixtures module {module_path} does not exist")

@@ -102,6 +102,17 @@ DECISIONS: dict[str, Decision] = {
             "checks that need an invocation's id (item, cancel, stream) or its render events"
             " are not applicable; status, outcome and retention are still checked",
         ),
+        Decision(
+            "runtime-run-shape",
+            "a runtime run record's keys, the run list's and item's bodies, and the runtime"
+            " generation a run names",
+            "DevRuntimeRun.json (`id`, `surfaceId`, `target`, `status`, `generationId`,"
+            " `invocationId`, ...; the POST answers 201 `{run}` once the run has ended),"
+            " DevRuntimeRunList.json (`{runs}`, newest first), GET one run `{run}`; BX3101 an"
+            " unknown surface, BX3103 a stale expectedGenerationId",
+            "checks that need a run's id or generation (RUN-002, RUN-004, RUN-005) are not"
+            " applicable; a POST is judged to answer a 2xx JSON object",
+        ),
     )
 }
 PROFILES: dict[str, frozenset[str]] = {

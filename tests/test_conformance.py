@@ -69,7 +69,7 @@ def ids(*spans: str) -> set[str]:
 
 
 # Every requirement this server must pass over HTTP (the rest of the table is excluded
-# or belongs to later capabilities: runtime runs, MCP).
+# or belongs to later capabilities: MCP, evaluation runs).
 IN_SCOPE = (
     ids("GUARD-001..003", "GUARD-005..012", "GUARD-015..019", "GUARD-022..025")
     | ids("GUARD-027..028", "SRV-004..007", "AUTH-001..002", "AUTH-004", "AUTH-006..007")
@@ -78,7 +78,7 @@ IN_SCOPE = (
     | ids("LOG-001..002", "LOG-004..006", "LOG-008", "STREAM-001")
     | {i for c in registered() if c.name.startswith("sessions.") for i in c.ids}
     | ids("PRJ-001..006")
-    | ids("INV-001..037", "ERR-001", "LIM-001..003")
+    | ids("INV-001..039", "ERR-001", "LIM-001..003", "RUN-001..006")
 )
 # In scope but not observable on this server, with the reason the kit gives.
 KNOWN_SKIPS: dict[str, str] = {"INV-035": "BX3102 answers only before"}  # its project built

@@ -73,7 +73,7 @@ def test_list_names_every_requirement_with_its_coverage(capsys: pytest.CaptureFi
     assert by_id["SRV-003"][2] == "excluded"  # check = none: the row's own why
     assert by_id["HS-001"][2] == "tested"
     assert by_id["INV-001"][2] == "tested"
-    assert by_id["RUN-001"][2] == "untested"  # runtime runs come later
+    assert by_id["MCP-001"][2] == "untested"  # MCP operations come later
     # A library row is tested only by the tests it names, and says which.
     library = [r for r in requirements() if r["check"] == "library"]
     named = next(r for r in library if r.get("verified_by"))
@@ -88,7 +88,7 @@ def test_list_names_every_requirement_with_its_coverage(capsys: pytest.CaptureFi
 
 
 def test_list_strict_fails_on_untested_rows(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["list", "--strict", "--select", "RUN-001"]) == 1
+    assert main(["list", "--strict", "--select", "MCP-001"]) == 1
     assert main(["list", "--strict", "--select", "GUARD-00[1-3]"]) == 0
     capsys.readouterr()
 
@@ -459,6 +459,7 @@ def test_the_decisions_command_names_the_checks_that_need_each(
         "receipt-shape",
         "publish",
         "invocation-shape",
+        "runtime-run-shape",
     }
     assert "needed by trace.cursors for TRACE-028" in out
     assert "needed by invocations.invocation_window for INV-013" in out

@@ -10,7 +10,8 @@ frames are checked in test_server_streams.py and by the conformance kit.
 The server serves a project with routes (the conformance kit's, `_kit.ROUTES`), and the
 document it fuzzes gains request examples naming one of them, so the examples phase runs
 invocations that answer 200 and 202 and a runtime run that answers 201 (a fuzzer does not
-guess a route id); other bodies answer BX3101 (or BX3104, an input the route refuses), and the item, stream and cancel routes BX1001 for generated ids.
+guess a route id); other bodies answer BX3101 (or BX3104, an input the route refuses), and
+the item, stream and cancel routes BX1001 for generated ids.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ bounds      header count/size bounds and the header-read timeout
 sessions    host sessions: list, ids, bodies, lifecycle, input, resize, the SSE stream, the cap
 project     project status, the project event replay and stream, manual builds
 invocations route invocations: requests, the list, the envelope, cancel, the stream, the window
+runtime     development runtime runs: requests, the run record, the recent runs, one run
 """
 
 from conformance.checks import (  # noqa: F401  (imported to register)
@@ -23,6 +24,7 @@ from conformance.checks import (  # noqa: F401  (imported to register)
     project,
     receipts,
     responses,
+    runtime,
     sessions,
     streams,
     trace,

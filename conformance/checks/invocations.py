@@ -376,7 +376,8 @@ def refused_input(schema: dict[str, Any]) -> tuple[str, Any] | None:
     """An input (`absent` or a value) the route's schema refuses, by the kit's own validator;
     None when it accepts all of the kit's candidates."""
     validator = Draft202012Validator(schema)
-    for candidate in ("conformance-input", 7, [], {}, {"conformance": [1]}, True):
+    candidates: tuple[Any, ...] = ("conformance-input", 7, [], {}, {"conformance": [1]}, True)
+    for candidate in candidates:
         if not validator.is_valid(candidate):
             return "value", candidate
     return ("absent", None) if not validator.is_valid(None) else None
