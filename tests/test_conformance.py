@@ -79,6 +79,7 @@ IN_SCOPE = (
     | {i for c in registered() if c.name.startswith("sessions.") for i in c.ids}
     | ids("PRJ-001..006")
     | ids("INV-001..039", "ERR-001", "LIM-001..003", "RUN-001..006")
+    | ids("WB-001..002")
 )
 # In scope but not observable on this server, with the reason the kit gives.
 KNOWN_SKIPS: dict[str, str] = {"INV-035": "BX3102 answers only before"}  # its project built

@@ -145,3 +145,45 @@ def test_a_project_hub_that_skips_a_sequence_number_fails_the_event_order_rules(
     # The replay's holes; the checks that read events through the replay may see them too.
     assert {"PRJ-002", "PRJ-003"} <= failing(report) <= {"PRJ-002", "PRJ-003", "PRJ-005", "PRJ-006"}
     assert report.result("PRJ-001").status is Status.PASS
+
+
+def test_a_page_policy_admitting_inline_scripts_fails_the_page_rule() -> None:
+    def wrap(app: WSGIApp) -> WSGIApp:
+        def middleware(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+            def loosen(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+                kept = [
+                    (k, v.replace("script-src 'self'", "script-src 'self' 'unsafe-inline'"))
+                    for k, v in headers
+                ]
+                return start_response(status, kept, *exc)
+
+            return app(environ, loosen)
+
+        return middleware
+
+    with serve() as target:
+        assert run_kit(target, "WB-*").ok()  # the page as it is: both rows pass
+    with serve(wrap) as target:
+        report = run_kit(target, "WB-*")
+    assert_fails_exactly(report, {"WB-001"})
+    assert "'unsafe-inline'" in report.result("WB-001").reason
+
+
+def test_a_page_naming_an_asset_the_server_lacks_fails_the_asset_rule() -> None:
+    def wrap(app: WSGIApp) -> WSGIApp:
+        def middleware(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+            answer: list[Any] = []
+            body = b"".join(app(environ, lambda *args: answer.append(args)))
+            status, headers, *exc = answer[0]
+            if b"<!doctype html>" in body:  # the page: one more script, one it does not serve
+                body = body.replace(b"</head>", b'<script src="/assets/gone.js"></script></head>')
+            headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+            start_response(status, [*headers, ("Content-Length", str(len(body)))], *exc)
+            return [body]
+
+        return middleware
+
+    with serve(wrap) as target:
+        report = run_kit(target, "WB-*")
+    assert_fails_exactly(report, {"WB-002"})
+    assert "/assets/gone.js answered 404" in report.result("WB-002").reason
