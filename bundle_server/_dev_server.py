@@ -46,6 +46,7 @@ from bundle_server._http.shell import LoopbackShell
 from bundle_server._project_config import host_overrides, read_project_config
 from bundle_server.invocations.service import InvocationService
 from bundle_server.logs.hub import LogBridge, LogHub
+from bundle_server.mcp.service import McpService
 from bundle_server.project.hub import ProjectHub
 from bundle_server.project.lock import ServerLock
 from bundle_server.project.manager import ProjectLoop
@@ -143,6 +144,7 @@ class DevServer:
         self.project: ProjectLoop | None = None
         self.invocations: InvocationService | None = None
         self.runtime: RuntimeService | None = None
+        self.mcp: McpService | None = None
         self.project_events = ProjectHub()
         self._lock_file: ServerLock | None = None
         # Whether `open` reached a browser; None when it was not asked for.
@@ -220,6 +222,12 @@ class DevServer:
             self.project_events.publish,
             functools.partial(self.hub.publish),
         )
+        # MCP servers run as their own processes; the SDK speaks to them on an asyncio thread.
+        self.mcp = McpService(
+            project.active_epoch, project.epochs, project.installs, self.hub.publish
+        )
+        mcp = self.mcp
+        project.on_adopted(lambda: threading.Thread(target=mcp.retire, daemon=True).start())
         # Each adopted epoch compiles its runtime generation, off the project loop's thread.
         runtime = self.runtime
         project.on_adopted(
@@ -237,6 +245,7 @@ class DevServer:
             check_responses=self._check_responses,
             invocations=self.invocations,
             runtime=self.runtime,
+            mcp=self.mcp,
         )
         self._shell.start(self._app)
         write_receipt_endpoint(self.project_root, self.url, self.receipt_token)
@@ -331,6 +340,8 @@ class DevServer:
                     self.sessions.close()
                 if self.invocations is not None:
                     self.invocations.close()
+                if self.mcp is not None:
+                    self.mcp.close()
                 self.hub.close()
                 self.logs.close()
                 self.project_events.close()

@@ -279,6 +279,33 @@ class RouteInputInvalid(RequestError):
     http_status: ClassVar[int] = 400
 
 
+class McpServerFailed(RequestError):
+    """The MCP server of a launch could not be started, did not answer `initialize` within mcp-
+    connect-time, or its process ended.
+    """
+
+    code: ClassVar[str] = "BX3201"
+    http_status: ClassVar[int] = 502
+
+
+class McpRequestTimedOut(RequestError):
+    """An MCP operation got no response within mcp-request-time (it is cancelled on the
+    server).
+    """
+
+    code: ClassVar[str] = "BX3202"
+    http_status: ClassVar[int] = 504
+
+
+class McpLaunchUnknown(RequestError):
+    """The launch list names an epoch that is not published or a server the epoch does not
+    declare, or an operation names an MCP session that is not a launch of the active epoch.
+    """
+
+    code: ClassVar[str] = "BX3203"
+    http_status: ClassVar[int] = 404
+
+
 class TraceUnavailable(RequestError):
     """Trace hub or log store closed or unavailable."""
 
@@ -589,6 +616,9 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX3102": NoActiveEpoch,
     "BX3103": RuntimeGenerationStale,
     "BX3104": RouteInputInvalid,
+    "BX3201": McpServerFailed,
+    "BX3202": McpRequestTimedOut,
+    "BX3203": McpLaunchUnknown,
     "BX3003": TraceUnavailable,
     "BX4101": HookResultNotObject,
     "BX4102": ReasonWhileContinuing,
@@ -658,6 +688,9 @@ __all__ = [
     "ManifestReferenceBroken",
     "ManifestRuntimeFloorInvalid",
     "ManifestVersionUnsupported",
+    "McpLaunchUnknown",
+    "McpRequestTimedOut",
+    "McpServerFailed",
     "MethodNotAllowed",
     "ModelInvalid",
     "NativeDecodeFailed",

@@ -29,6 +29,7 @@ from werkzeug.wrappers import Request, Response
 # Each route group's handlers register themselves by route id on import: one import per group.
 import bundle_server.invocations.handlers
 import bundle_server.logs.handlers
+import bundle_server.mcp.handlers
 import bundle_server.project.handlers
 import bundle_server.receipts.handlers
 import bundle_server.runtime.handlers
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
 
     from bundle_server.invocations.service import InvocationService
     from bundle_server.logs.hub import LogHub
+    from bundle_server.mcp.service import McpService
     from bundle_server.project.manager import ProjectLoop
     from bundle_server.runtime.service import RuntimeService
     from bundle_server.sessions.pty import SessionManager
@@ -153,6 +155,7 @@ class BundleApp:
         check_responses: bool = True,
         invocations: InvocationService | None = None,
         runtime: RuntimeService | None = None,
+        mcp: McpService | None = None,
     ) -> None:
         if keepalive is None:
             keepalive = get_spec().limit("stream-keepalive")["maximum"] / 1000
@@ -174,6 +177,7 @@ class BundleApp:
             project=project,
             invocations=invocations,
             runtime=runtime,
+            mcp=mcp,
         )
         self._secrets = Secrets(port, session_token, receipt_token, tuple(dev_origins))
         unguarded = sorted(r["id"] for r in self._routes.values() if r["auth"] not in GUARDED_AUTH)
@@ -313,6 +317,7 @@ def create_app(
     check_responses: bool = True,
     invocations: InvocationService | None = None,
     runtime: RuntimeService | None = None,
+    mcp: McpService | None = None,
 ) -> BundleApp:
     """The WSGI app of the routes that have a handler (by default every registered one).
 
@@ -321,10 +326,10 @@ def create_app(
     given) the receipt route. `keepalive` overrides the NDJSON keep-alive interval (seconds;
     `stream-keepalive` by default); `sessions` is the host-session manager the session routes
     use, `project` the project loop the project routes read, `invocations` the route
-    invocations, `runtime` the development runtime. With `check_responses`, every JSON
-    response is held to its route's schema first (a mismatch is a logged 500, never sent).
-    Raises ValueError for a handler without a route row or a route whose auth class has no
-    guard yet.
+    invocations, `runtime` the development runtime, `mcp` the MCP sessions. With
+    `check_responses`, every JSON response is held to its route's schema first (a mismatch is
+    a logged 500, never sent). Raises ValueError for a handler without a route row or a route
+    whose auth class has no guard yet.
     """
     from bundle_server._http.guard import new_token
     from bundle_server.logs.hub import LogHub
@@ -343,4 +348,5 @@ def create_app(
         check_responses=check_responses,
         invocations=invocations,
         runtime=runtime,
+        mcp=mcp,
     )

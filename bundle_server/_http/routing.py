@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from bundle_server.invocations.service import InvocationService
     from bundle_server.logs.hub import LogHub
+    from bundle_server.mcp.service import McpService
     from bundle_server.project.manager import ProjectLoop
     from bundle_server.runtime.service import RuntimeService
     from bundle_server.sessions.pty import SessionManager
@@ -53,6 +54,8 @@ class ServerState:
     invocations: InvocationService | None = None
     # The development runtime (generations, runs); None where routes cannot run.
     runtime: RuntimeService | None = None
+    # MCP sessions of the active epoch's servers; None where none are spoken to.
+    mcp: McpService | None = None
 
     def is_host_session(self, session_id: str) -> bool:
         """Whether `session_id` names a host session this server started (AB8266 if not)."""

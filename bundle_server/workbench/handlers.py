@@ -139,6 +139,18 @@ def runtime_page(call: Call) -> Response:
     return page_response()
 
 
+@handler("workbench.mcp")
+def mcp_page(call: Call) -> Response:
+    """`/mcp?session=<launch>&tool=<name>`: the MCP view, opened on that session and tool."""
+    return page_response()
+
+
+@handler("workbench.protocol")
+def protocol_page(call: Call) -> Response:
+    """`/advanced/protocol?session=<launch>`: every JSON-RPC message of that MCP session."""
+    return page_response()
+
+
 @handler("workbench.asset")
 def asset_file(call: Call) -> Response:
     """One of the page's files, read-only; no caching across versions of the server."""

@@ -1,0 +1,258 @@
+"""One MCP session: a launch's server process (or remote endpoint) and the SDK's ClientSession.
+
+Theory of operation (all of it runs on the bridge's asyncio loop):
+
+- `open()` starts a task that holds the transport (`stdio_client` for a process,
+  `streamable_http_client` for a URL) and the `ClientSession` on the tapped streams
+  (`wire.TapRead`, `wire.TapWrite`), sends `initialize` within mcp-connect-time, records the
+  server's capabilities and info, and then waits until `close()`. The contexts are entered and
+  left by that one task, as anyio requires.
+- `operate(method, params, meta)` sends one operation through the SDK's typed call (which
+  checks the request's shape) and answers what crossed the wire: the raw result or the
+  JSON-RPC error (`wire.Exchange`). No answer within mcp-request-time cancels the request.
+- A server that cannot start, does not answer `initialize`, or whose process ends is reported
+  as `McpDown` with its last lines of stderr; the connection is then `closed`, and the service
+  opens a fresh one for the next operation.
+- The server's stderr goes to the `bundle_server.mcp` logger (the raw logs), a line at a time,
+  from a thread reading a pipe: the SDK needs a real file for a child's stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any, TextIO, cast
+
+from mcp import types
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.apps import APP_MIME_TYPE
+from mcp.server.apps import EXTENSION_ID as APPS_EXTENSION
+from mcp.shared.exceptions import MCPError
+from mcp.types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+from bundle_server.mcp.launches import Launch
+from bundle_server.mcp.wire import SENDING, Exchange, TapRead, TapWrite, Wire
+
+logger = logging.getLogger("bundle_server.mcp")
+STDERR_KEPT = 20  # lines of a server's stderr kept to explain its failure
+
+
+class McpDown(Exception):
+    """The session's server could not be reached, or went away."""
+
+
+class StderrPipe:
+    """A real file for the child's stderr, read line by line into the log and a short tail."""
+
+    def __init__(self, server: str) -> None:
+        read, write = os.pipe()
+        self.file: TextIO = os.fdopen(write, "w", encoding="utf-8", errors="replace")
+        self.tail: deque[str] = deque(maxlen=STDERR_KEPT)
+        self._reader = os.fdopen(read, "r", encoding="utf-8", errors="replace")
+        self._server = server
+        threading.Thread(target=self._read, name=f"mcp-stderr {server}", daemon=True).start()
+
+    def _read(self) -> None:
+        with self._reader:
+            for line in self._reader:
+                text = line.rstrip("\n")
+                self.tail.append(text)
+                logger.info("mcp %s: %s", self._server, text[:2000])
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.file.close()  # the reader ends once the child's copy is closed too
+
+
+class McpConnection:
+    """The MCP session of one launch (see the module docstring)."""
+
+    def __init__(
+        self,
+        launch: Launch,
+        artifact: Path,
+        wire: Wire,
+        *,
+        connect_time: float,
+        on_notification: Callable[[str, Any], None] = lambda method, params: None,
+    ) -> None:
+        self.launch = launch
+        self._start = launch.resolved(artifact)
+        self._cwd = artifact
+        self._wire = wire
+        self._connect_time = connect_time
+        self._on_notification = on_notification
+        self.session: ClientSession | None = None
+        self.initialized: dict[str, Any] | None = None
+        self.closed = False
+        self.failure: str | None = None
+        self._pending: dict[int | str, Exchange] = {}
+        self._stop = asyncio.Event()
+        self._ready = asyncio.Event()
+        self._holder: asyncio.Task[None] | None = None
+        self._stderr: StderrPipe | None = None
+
+    # --- life ---
+
+    async def open(self) -> dict[str, Any]:
+        """Start the server and initialize; its InitializeResult (plain), or McpDown."""
+        self._holder = asyncio.create_task(self._hold(), name=f"mcp {self.launch.launch_id}")
+        waiter = asyncio.create_task(self._ready.wait())
+        done, _ = await asyncio.wait(
+            {self._holder, waiter}, timeout=self._connect_time, return_when=asyncio.FIRST_COMPLETED
+        )
+        waiter.cancel()
+        if self._ready.is_set() and self.initialized is not None:
+            return self.initialized
+        if not done:
+            self.failure = f"no answer to initialize within {self._connect_time:g} s"
+        await self.close()
+        raise McpDown(self.explain())
+
+    async def _hold(self) -> None:
+        try:
+            async with AsyncExitStack() as stack:
+                if self.launch.transport == "stdio":
+                    self._stderr = StderrPipe(self.launch.server)
+                    stack.callback(self._stderr.close)
+                    params = StdioServerParameters(
+                        command=self._start.command,
+                        args=list(self._start.args),
+                        env=dict(self._start.env) or None,
+                        cwd=self._cwd,
+                    )
+                    read, write = await stack.enter_async_context(
+                        stdio_client(params, errlog=self._stderr.file)
+                    )
+                else:
+                    read, write = await stack.enter_async_context(
+                        streamable_http_client(self._start.url)
+                    )
+                session = await stack.enter_async_context(
+                    ClientSession(
+                        TapRead(read, self._wire, self._pending),
+                        TapWrite(write, self._wire, self._pending),
+                        logging_callback=self._logged,
+                        # The Workbench renders MCP Apps: a server may offer its UI resources.
+                        extensions={APPS_EXTENSION: {"mimeTypes": [APP_MIME_TYPE]}},
+                    )
+                )
+                result = await session.initialize()
+                self.session = session
+                self.initialized = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+                self._ready.set()
+                await self._stop.wait()
+        except Exception as error:  # the transport or the server failed: this session ends
+            if self.failure is None:
+                self.failure = f"{type(error).__name__}: {error}"[:500]
+        finally:
+            self.closed = True
+            self.session = None
+            for exchange in list(self._pending.values()):
+                exchange.answered.set()  # nobody will answer them now
+            self._pending.clear()
+
+    async def _logged(self, params: types.LoggingMessageNotificationParams) -> None:
+        self._on_notification(
+            "notifications/message", params.model_dump(by_alias=True, mode="json")
+        )
+
+    async def close(self) -> None:
+        self._stop.set()
+        if self._holder is not None and not self._holder.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(self._holder), self._connect_time)
+            except (TimeoutError, asyncio.CancelledError):
+                self._holder.cancel()
+        self.closed = True
+
+    def explain(self) -> str:
+        """Why the session is down: the failure, and what the server last wrote to stderr."""
+        said = " | ".join(list(self._stderr.tail)[-3:]) if self._stderr is not None else ""
+        what = self.failure or "the server's connection closed"
+        return f"{what}{f' (stderr: {said})' if said else ''}"[:1000]
+
+    # --- operations ---
+
+    async def operate(
+        self,
+        exchange: Exchange,
+        method: str,
+        params: dict[str, Any],
+        meta: dict[str, Any] | None,
+        timeout: float,
+    ) -> Exchange:
+        """Send one operation, waiting `timeout` seconds at most for its answer (TimeoutError);
+        `exchange` holds what crossed the wire when it returns."""
+        session = self.session
+        if session is None or self.closed:
+            raise McpDown(self.explain())
+        token = SENDING.set(exchange)
+        try:
+            await asyncio.wait_for(self._send(session, method, params, meta), timeout)
+        except MCPError as error:
+            if exchange.error is None and exchange.result is None:  # not the server's answer
+                if error.code == CONNECTION_CLOSED or self.closed:
+                    self.failure = self.failure or "the server's connection closed mid-request"
+                    raise McpDown(self.explain()) from None
+                if error.code == REQUEST_TIMEOUT:
+                    raise TimeoutError(error.error.message) from None
+                exchange.error = {"code": error.code, "message": error.error.message}
+        except TimeoutError:
+            raise
+        except Exception:  # the SDK's reading of the answer failed: the raw answer stands
+            if exchange.error is None and exchange.result is None:
+                raise
+        finally:
+            SENDING.reset(token)
+        if exchange.error is None and exchange.result is None and self.closed:
+            raise McpDown(self.explain())
+        return exchange
+
+    async def _send(
+        self,
+        session: ClientSession,
+        method: str,
+        params: dict[str, Any],
+        meta: dict[str, Any] | None,
+    ) -> Any:
+        cursor = (
+            types.PaginatedRequestParams(cursor=params["cursor"]) if "cursor" in params else None
+        )
+        if method == "tools/call":
+            return await session.call_tool(
+                params["name"], params.get("arguments"), meta=cast(Any, meta)
+            )
+        if method == "tools/list":
+            return await session.list_tools(params=cursor)
+        if method == "resources/list":
+            return await session.list_resources(params=cursor)
+        if method == "resources/templates/list":
+            return await session.list_resource_templates(params=cursor)
+        if method == "resources/read":
+            return await session.read_resource(params["uri"])
+        if method == "prompts/list":
+            return await session.list_prompts(params=cursor)
+        if method == "prompts/get":
+            return await session.get_prompt(params["name"], params.get("arguments"))
+        if method == "completion/complete":
+            ref = params["ref"]
+            reference: types.PromptReference | types.ResourceTemplateReference = (
+                types.PromptReference(type="ref/prompt", name=ref["name"])
+                if ref["type"] == "ref/prompt"
+                else types.ResourceTemplateReference(type="ref/resource", uri=ref["uri"])
+            )
+            context = (params.get("context") or {}).get("arguments")
+            return await session.complete(reference, params["argument"], context)
+        if method == "ping":
+            return await session.send_ping()
+        raise ValueError(f"no such operation: {method}")

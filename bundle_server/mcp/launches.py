@@ -1,0 +1,157 @@
+"""Launch groups: which host kinds launch one MCP server of an epoch the same way.
+
+Theory of operation (seed 000: "resolved from the artifact's declared projections with
+installed hosts consulted"):
+
+- For each projection of the epoch's manifest (`projections[]`, one per target host kind),
+  the host's MCP document (hosts.toml `mcp_document`, under `mcp_key`) holds the server's entry
+  as that host will launch it: `command`/`args`/`env` for stdio, `url` for streamable HTTP.
+  The host's plugin-root variable (`${CLAUDE_PLUGIN_ROOT}`, ...) is resolved to the
+  projection's directory in the artifact, and every path that then lies inside the artifact is
+  written relative to it (`${ARTIFACT}/mcp/x.py`): a host reaching the same file through its
+  own plugin directory launches the same thing.
+- Targets whose resolved entries are equal share one launch identity: one group. Only host
+  kinds installed for that epoch are kept when any install exists (the "installed hosts"):
+  a host the server was told not to install is not one that launches the server.
+- A launch's id is `ml_` and 16 hex digits of the identity's digest. An identity that names
+  the artifact runs the epoch's own files (compiled and prebuilt servers), so its digest also
+  covers the epoch: a new epoch is a new launch, and its MCP session starts afresh; a command
+  or remote server that does not change keeps its launch (and its session) across epochs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bundle_contract._host_plugin import host_row, root_placeholder
+
+ARTIFACT = "${ARTIFACT}"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch identity of one server: how to start (or reach) it, and who does so."""
+
+    launch_id: str
+    server: str
+    targets: tuple[str, ...]
+    transport: str  # "stdio" or "streamable-http"
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    url: str = ""
+
+    def resolved(self, artifact: Path) -> Launch:
+        """This launch with `${ARTIFACT}` made the artifact's real path (to start it)."""
+
+        def real(text: str) -> str:
+            return text.replace(ARTIFACT, str(artifact))
+
+        return Launch(
+            self.launch_id,
+            self.server,
+            self.targets,
+            self.transport,
+            real(self.command),
+            tuple(real(a) for a in self.args),
+            {k: real(v) for k, v in self.env.items()},
+            self.url,
+        )
+
+    def listed(self) -> dict[str, Any]:
+        """Its row of the launch list (McpLaunchList.json)."""
+        return {"launchId": self.launch_id, "targets": list(self.targets)}
+
+
+def _manifest(artifact: Path) -> dict[str, Any]:
+    try:
+        found = json.loads((artifact / "bundle.manifest.json").read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def server_names(artifact: Path) -> list[str]:
+    """The MCP servers the epoch at `artifact` declares (executables.mcpServers)."""
+    rows = _manifest(artifact).get("executables", {}).get("mcpServers", [])
+    return [str(row["name"]) for row in rows if isinstance(row, dict) and "name" in row]
+
+
+def _relative(text: str, artifact: Path) -> str:
+    """`text` with paths inside the artifact written from `${ARTIFACT}` (normalized)."""
+    base = str(artifact)
+    if base not in text:
+        return text
+    head, _, tail = text.partition(base)
+    path = os.path.normpath(base + tail)
+    inside = path == base or path.startswith(base + os.sep)
+    return head + (ARTIFACT + path[len(base) :] if inside else path)
+
+
+def _entry(artifact: Path, host: str, root: str, server: str) -> dict[str, Any] | None:
+    """The server's entry in `host`'s MCP document, its paths resolved (None: no entry)."""
+    plugin = host_row(host)["plugin"]
+    try:
+        document = json.loads((artifact / root / plugin["mcp_document"]).read_bytes())
+    except (OSError, ValueError):
+        return None
+    entries = document.get(plugin["mcp_key"]) if isinstance(document, dict) else None
+    entry = entries.get(server) if isinstance(entries, dict) else None
+    if not isinstance(entry, dict):
+        return None
+    placeholder, projection = root_placeholder(host), str(artifact / root)
+
+    def resolve(value: Any) -> str:
+        return _relative(str(value).replace(placeholder, projection), artifact)
+
+    if "url" in entry:
+        return {"transport": "streamable-http", "url": str(entry["url"])}
+    env: dict[str, Any] = entry["env"] if isinstance(entry.get("env"), dict) else {}
+    return {
+        "transport": "stdio",
+        "command": resolve(entry.get("command", "")),
+        "args": [resolve(a) for a in entry.get("args", []) if isinstance(a, str)],
+        "env": {str(k): resolve(v) for k, v in sorted(env.items())},
+    }
+
+
+def launch_groups(
+    artifact: Path, epoch_id: str, server: str, installed: set[str] | None = None
+) -> list[Launch]:
+    """The launch groups of `server` on the epoch at `artifact` (empty: no such server)."""
+    if server not in server_names(artifact):
+        return []
+    groups: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for projection in _manifest(artifact).get("projections", []):
+        host, root = projection.get("target"), projection.get("root")
+        if not isinstance(host, str) or not isinstance(root, str):
+            continue
+        if installed and host not in installed:
+            continue
+        entry = _entry(artifact, host, root, server)
+        if entry is None:
+            continue
+        identity = json.dumps(entry, sort_keys=True)
+        groups.setdefault(identity, (entry, []))[1].append(host)
+    launches = []
+    for identity, (entry, targets) in groups.items():
+        scope = epoch_id if ARTIFACT in identity else ""
+        digest = hashlib.sha256(f"{server}\0{scope}\0{identity}".encode()).hexdigest()
+        launches.append(
+            Launch(
+                launch_id="ml_" + digest[:16],
+                server=server,
+                targets=tuple(sorted(targets)),
+                transport=entry["transport"],
+                command=entry.get("command", ""),
+                args=tuple(entry.get("args", ())),
+                env=dict(entry.get("env", {})),
+                url=entry.get("url", ""),
+            )
+        )
+    return sorted(launches, key=lambda launch: launch.targets)

@@ -1,0 +1,496 @@
+"""The MCP client side of the server: launch lists, sessions per launch, operations, traces.
+
+Theory of operation:
+
+- The project's MCP servers are those of the active epoch's manifest. A server's launch
+  groups (`launches.launch_groups`) say which host kinds start it the same way; each launch
+  has an id (`ml_...`), and that id names its MCP session in the routes
+  (`/api/mcp/sessions/<launchId>/operations`): the session of a launch is opened on the first
+  operation that names it, and a later one reuses it. Naming a session by its launch keeps
+  the URL stable for as long as the launch is (a command or remote server across epochs) and
+  changes it when a new epoch changes what runs (a compiled server's code).
+- Every session lives on the bridge's asyncio loop (`bridge.AsyncBridge`), and every change to
+  the sessions happens there (opening, closing, retiring), so they need no lock of their own.
+- When the project adopts an epoch, sessions whose launch the new epoch does not have are
+  closed (their server processes end): the next operation opens the new launch.
+- Each JSON-RPC message of a session becomes a unified-trace entry (source `mcp`): requests
+  and their responses share `mcpRequestId` (our id, unique per request; the JSON-RPC id is in
+  `details.jsonrpcId`) and the response carries the duration; notifications and server
+  requests are traced as they come. Details are bounded (`mcp-message-bytes`): method, id,
+  tool/prompt name or URI, error code and message, never params or results. A `tools/call`
+  links to its tool's page, a `prompts/get` to its prompt's page, with `?session=`; any other
+  operation, or a tool or prompt the session's server did not list, to the protocol page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from bundle_contract._generated.errors import (
+    McpLaunchUnknown,
+    McpRequestTimedOut,
+    McpServerFailed,
+    TraceUnavailable,
+)
+from bundle_contract._spec import get_spec
+from bundle_server.mcp.bridge import AsyncBridge
+from bundle_server.mcp.connection import McpConnection, McpDown
+from bundle_server.mcp.launches import Launch, launch_groups, server_names
+from bundle_server.mcp.wire import Exchange
+
+Publish = Callable[..., object]
+# The ArtifactEpoch id's shape: what may name a directory of published epochs.
+EPOCH_ID = re.compile(r"^ep_[0-9a-f]{16}$")
+CORRELATION_META = "bundle/correlationId"
+
+
+@cache
+def seconds(limit: str) -> float:
+    value: float = get_spec().limit(limit)["maximum"] / 1000
+    return value
+
+
+@cache
+def message_bytes() -> int:
+    value: int = get_spec().limit("mcp-message-bytes")["maximum"]
+    return value
+
+
+def page(route_id: str, session: str, **query: str) -> str:
+    """A Workbench page's path (routes.toml) for `session`, with more of its query."""
+    path = str(get_spec().route(route_id)["path"])
+    return f"{path}?{urlencode({'session': session, **query}, quote_via=quote)}"
+
+
+def bounded(details: dict[str, Any]) -> dict[str, Any]:
+    """`details` within mcp-message-bytes: long texts are cut until it fits."""
+    limit = message_bytes()
+    while len(json.dumps(details, ensure_ascii=False).encode()) > limit:
+        longest = max(
+            (k for k, v in details.items() if isinstance(v, str)),
+            key=lambda k: len(details[k]),
+            default=None,
+        )
+        if longest is None or len(details[longest]) <= 16:
+            return {k: details[k] for k in ("direction", "method") if k in details}
+        details[longest] = details[longest][: len(details[longest]) // 2] + "…"
+    return details
+
+
+class SessionWire:
+    """What the taps of one session report to: the unified trace (see the module docstring)."""
+
+    def __init__(self, service: McpService, launch: Launch, epoch_id: str) -> None:
+        self._service = service
+        self._launch = launch
+        self._epoch = epoch_id
+        # Requests not sent by an operation (initialize), by JSON-RPC id: their mcpRequestId and
+        # when they were sent.
+        self._others: dict[Any, tuple[str, float]] = {}
+        self._methods: dict[Any, tuple[str, dict[str, Any]]] = {}
+        self.tools: set[str] = set()
+        self.prompts: set[str] = set()
+
+    def _correlation(self, request_id: str | None, exchange: Exchange | None) -> dict[str, str]:
+        found = {"mcpSessionId": self._launch.launch_id, "epochId": self._epoch}
+        if request_id:
+            found["mcpRequestId"] = request_id
+        if exchange is not None and exchange.correlation_id:
+            found["correlationId"] = exchange.correlation_id
+        return found
+
+    def _subject(self, method: str, params: Mapping[str, Any]) -> dict[str, str]:
+        if method in ("tools/call", "prompts/get") and isinstance(params.get("name"), str):
+            return {"name": params["name"]}
+        if method == "resources/read" and isinstance(params.get("uri"), str):
+            return {"uri": params["uri"]}
+        return {}
+
+    def _href(self, method: str, subject: Mapping[str, str]) -> str:
+        session = self._launch.launch_id
+        name = subject.get("name", "")
+        if method == "tools/call" and name in self.tools:
+            return page("workbench.mcp", session, tool=name)
+        if method == "prompts/get" and name in self.prompts:
+            return page("workbench.mcp", session, prompt=name)
+        return page("workbench.protocol", session)
+
+    def sent(self, message: dict[str, Any], exchange: Exchange | None) -> None:
+        method = str(message.get("method", ""))
+        params: dict[str, Any] = (
+            message["params"] if isinstance(message.get("params"), dict) else {}
+        )
+        if "id" in message and "method" in message:  # a request of ours
+            request_id = exchange.request_id if exchange is not None else new_request_id()
+            if exchange is None:
+                self._others[message["id"]] = (request_id, time.monotonic())
+            subject = self._subject(method, params)
+            self._methods[message["id"]] = (method, subject)
+            details = {"direction": "out", "jsonrpcId": message["id"], "method": method}
+            self._publish(
+                "mcp.request",
+                f"{self._launch.server}: {method}{self._about(subject)}",
+                self._correlation(request_id, exchange),
+                details | subject,
+                href=self._href(method, subject),
+                status="running",
+            )
+        elif "method" in message:  # a notification of ours (initialized, cancelled)
+            self._publish(
+                "mcp.notification",
+                f"{self._launch.server}: {method}",
+                self._correlation(None, None),
+                {"direction": "out", "method": method},
+                href=page("workbench.protocol", self._launch.launch_id),
+            )
+        else:  # our answer to a server's request
+            self._publish(
+                "mcp.response",
+                f"{self._launch.server}: answer to request {message.get('id')}",
+                self._correlation(None, None),
+                {"direction": "out", "jsonrpcId": message.get("id")},
+                href=page("workbench.protocol", self._launch.launch_id),
+            )
+
+    def received(self, message: dict[str, Any], exchange: Exchange | None) -> None:
+        session = self._launch.launch_id
+        if "method" not in message:  # a response or an error, to one of our requests
+            jsonrpc_id = message.get("id")
+            method, subject = self._methods.pop(jsonrpc_id, ("", {}))
+            request_id, duration = self._request_of(jsonrpc_id, exchange)
+            self._learn(method, message.get("result"))
+            details: dict[str, Any] = {"direction": "in", "jsonrpcId": jsonrpc_id, "method": method}
+            error = message.get("error")
+            if isinstance(error, dict):
+                details["error"] = {"code": error.get("code"), "message": str(error.get("message"))}
+            optional: dict[str, Any] = {"href": self._href(method, subject)}
+            if duration is not None:
+                optional["durationMs"] = duration
+            self._publish(
+                "mcp.error" if isinstance(error, dict) else "mcp.response",
+                f"{self._launch.server}: {method}{self._about(subject)}"
+                + (f" failed: {details['error']['message']}" if isinstance(error, dict) else ""),
+                self._correlation(request_id, exchange),
+                details | subject,
+                status="error" if isinstance(error, dict) else "ok",
+                **optional,
+            )
+            return
+        method = str(message["method"])
+        params: dict[str, Any] = (
+            message["params"] if isinstance(message.get("params"), dict) else {}
+        )
+        details = {"direction": "in", "method": method}
+        summary = f"{self._launch.server}: {method}"
+        if method == "notifications/message":  # a logging message
+            level = str(params.get("level", ""))
+            data = params.get("data")
+            text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+            details |= {"level": level, "text": text}
+            summary = f"{self._launch.server} log {level}: {text}"[:300]
+        if "id" in message:
+            details["jsonrpcId"] = message["id"]
+        self._publish(
+            "mcp.request" if "id" in message else "mcp.notification",
+            summary,
+            self._correlation(None, None),
+            details,
+            href=page("workbench.protocol", session),
+        )
+
+    def _request_of(
+        self, jsonrpc_id: Any, exchange: Exchange | None
+    ) -> tuple[str | None, float | None]:
+        """The mcpRequestId and duration of the request a response answers."""
+        if exchange is not None:
+            return exchange.request_id, exchange.duration_ms
+        found = self._others.pop(jsonrpc_id, None)
+        if found is None:
+            return None, None
+        return found[0], round((time.monotonic() - found[1]) * 1000, 3)
+
+    def _learn(self, method: str, result: Any) -> None:
+        """Names the server listed: what a tools/call or prompts/get can link to."""
+        if not isinstance(result, dict):
+            return
+        if method == "tools/list":
+            self.tools |= {t["name"] for t in result.get("tools", []) if isinstance(t, dict)}
+        elif method == "prompts/list":
+            self.prompts |= {p["name"] for p in result.get("prompts", []) if isinstance(p, dict)}
+
+    @staticmethod
+    def _about(subject: Mapping[str, str]) -> str:
+        return f" {subject.get('name') or subject.get('uri')}" if subject else ""
+
+    def _publish(
+        self,
+        kind: str,
+        summary: str,
+        correlation: dict[str, str],
+        details: dict[str, Any],
+        **optional: Any,
+    ) -> None:
+        details |= {"server": self._launch.server, "transport": self._launch.transport}
+        self._service.publish(kind, summary[:300], correlation, bounded(details), **optional)
+
+
+def new_request_id() -> str:
+    return "mr_" + secrets.token_hex(8)
+
+
+class McpService:
+    """MCP sessions of the active epoch's servers (see the module docstring)."""
+
+    def __init__(
+        self,
+        active_epoch: Callable[[], tuple[str, Path] | None],
+        epochs: Path | None,
+        installs: Path | None,
+        publish: Publish | None = None,
+    ) -> None:
+        self._active_epoch = active_epoch
+        self._epochs = epochs
+        self._installs = installs
+        self._publish = publish
+        self.bridge = AsyncBridge()
+        # On the bridge's loop only: launch id -> its connection, and the opening locks.
+        self._connections: dict[str, McpConnection] = {}
+        self._opening: dict[str, asyncio.Lock] = {}
+
+    # --- the trace ---
+
+    def publish(
+        self, kind: str, summary: str, correlation: dict[str, str], details: Any, **optional: Any
+    ) -> None:
+        if self._publish is None:
+            return
+        with contextlib.suppress(TraceUnavailable):  # a closed hub: the server is stopping
+            self._publish("mcp", kind, summary, correlation, details=details, **optional)
+
+    # --- launches ---
+
+    def installed(self, epoch_id: str) -> set[str]:
+        """The host kinds an install of `epoch_id` exists for."""
+        if self._installs is None or not self._installs.is_dir():
+            return set()
+        return {
+            host.name
+            for host in self._installs.iterdir()
+            if host.is_dir() and (host / epoch_id).is_dir()
+        }
+
+    def launches(self, epoch_id: str, server: str) -> list[Launch]:
+        """The launch groups of `server` on the published epoch `epoch_id` (BX3203 if none)."""
+        artifact = self._published(epoch_id)
+        if artifact is None:
+            raise McpLaunchUnknown(
+                f"no published epoch {epoch_id[:64]!r}", {"epochId": epoch_id[:64]}
+            )
+        groups = launch_groups(artifact, epoch_id, server, self.installed(epoch_id))
+        if not groups:
+            raise McpLaunchUnknown(
+                f"epoch {epoch_id} declares no MCP server {server[:214]!r}",
+                {"epochId": epoch_id, "serverName": server[:214]},
+            )
+        return groups
+
+    def _published(self, epoch_id: str) -> Path | None:
+        if self._epochs is None or not EPOCH_ID.match(epoch_id):
+            return None
+        artifact = self._epochs / epoch_id
+        return artifact if (artifact / "bundle.manifest.json").is_file() else None
+
+    def active_launches(self) -> tuple[str, Path, list[Launch]] | None:
+        """The active epoch, its artifact, and every launch of every server it declares."""
+        active = self._active_epoch()
+        if active is None:
+            return None
+        epoch_id, artifact = active
+        installed = self.installed(epoch_id)
+        found = [
+            launch
+            for server in server_names(artifact)
+            for launch in launch_groups(artifact, epoch_id, server, installed)
+        ]
+        return epoch_id, artifact, found
+
+    # --- operations ---
+
+    def operate(self, session_id: str, operation: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one operation on the session of launch `session_id`; its McpOperationOutcome."""
+        active = self.active_launches()
+        launch = next((x for x in (active[2] if active else []) if x.launch_id == session_id), None)
+        if active is None or launch is None:
+            raise McpLaunchUnknown(
+                f"no MCP session {session_id[:64]!r}: not a launch of the active epoch",
+                {"mcpSessionId": session_id[:64]},
+            )
+        epoch_id, artifact, _ = active
+        method = str(operation["method"])
+        params = dict(operation.get("params") or {})
+        meta = None
+        exchange = Exchange(request_id=new_request_id())
+        if method == "tools/call" and "correlationId" in operation:
+            # The browser cannot send _meta; the server copies the correlation id into it.
+            meta = {CORRELATION_META: operation["correlationId"]}
+            exchange.correlation_id = str(operation["correlationId"])
+        budget = seconds("mcp-connect-time") + seconds("mcp-request-time") + 1
+        began = time.monotonic()
+        try:
+            self.bridge.call(
+                self._operate(launch, artifact, epoch_id, exchange, method, params, meta), budget
+            )
+        except (McpDown, TimeoutError) as failure:
+            timed_out = isinstance(failure, TimeoutError)
+            error = (
+                McpRequestTimedOut(
+                    f"MCP server {launch.server} did not answer {method} within"
+                    f" {seconds('mcp-request-time'):g} s",
+                    {"mcpSessionId": launch.launch_id, "method": method},
+                )
+                if timed_out
+                else McpServerFailed(
+                    f"MCP server {launch.server}: {failure}", {"mcpSessionId": launch.launch_id}
+                )
+            )
+            # The request's entry (if it was sent) gets its end: an error, never a silence.
+            self.publish(
+                "mcp.error",
+                f"{launch.server}: {method} {'timed out' if timed_out else 'failed'}",
+                {
+                    "mcpSessionId": launch.launch_id,
+                    "mcpRequestId": exchange.request_id,
+                    "epochId": epoch_id,
+                }
+                | ({"correlationId": exchange.correlation_id} if exchange.correlation_id else {}),
+                bounded(
+                    {
+                        "direction": "in",
+                        "method": method,
+                        "error": {"code": error.code, "message": error.message},
+                        "server": launch.server,
+                        "transport": launch.transport,
+                    }
+                ),
+                status="error",
+                durationMs=round((time.monotonic() - began) * 1000, 3),
+                href=page("workbench.protocol", launch.launch_id),
+            )
+            raise error from None
+        outcome: dict[str, Any] = {
+            "method": method,
+            "mcpRequestId": exchange.request_id,
+            "durationMs": exchange.duration_ms or 0.0,
+        }
+        if exchange.error is not None:
+            code = exchange.error.get("code")  # the server's word: an integer, or not
+            answered: dict[str, Any] = {
+                "code": code if isinstance(code, int) and not isinstance(code, bool) else -32603,
+                "message": str(exchange.error.get("message", ""))[:2000],
+            }
+            if "data" in exchange.error:
+                answered["data"] = exchange.error["data"]
+            outcome["error"] = answered
+        else:
+            outcome["result"] = exchange.result
+        return outcome
+
+    async def _operate(
+        self,
+        launch: Launch,
+        artifact: Path,
+        epoch_id: str,
+        exchange: Exchange,
+        method: str,
+        params: dict[str, Any],
+        meta: dict[str, Any] | None,
+    ) -> Exchange:
+        connection = await self._connection(launch, artifact, epoch_id)
+        try:
+            return await connection.operate(
+                exchange, method, params, meta, seconds("mcp-request-time")
+            )
+        except McpDown:
+            await self._drop(launch.launch_id, connection)
+            raise
+
+    async def _connection(self, launch: Launch, artifact: Path, epoch_id: str) -> McpConnection:
+        lock = self._opening.setdefault(launch.launch_id, asyncio.Lock())
+        async with lock:
+            found = self._connections.get(launch.launch_id)
+            if found is not None and not found.closed:
+                return found
+            wire = SessionWire(self, launch, epoch_id)
+            connection = McpConnection(
+                launch,
+                artifact,
+                wire,
+                connect_time=seconds("mcp-connect-time"),
+            )
+            await connection.open()  # McpDown when it cannot start
+            self._connections[launch.launch_id] = connection
+            await self._list_names(connection)
+            return connection
+
+    async def _list_names(self, connection: McpConnection) -> None:
+        """List the tools and prompts once, so a call's trace links to its page."""
+        capabilities = (connection.initialized or {}).get("capabilities", {})
+        for method, capability in (("tools/list", "tools"), ("prompts/list", "prompts")):
+            if capability in capabilities:
+                with contextlib.suppress(Exception):  # a listing that fails links nothing
+                    await connection.operate(
+                        Exchange(new_request_id()), method, {}, None, seconds("mcp-request-time")
+                    )
+
+    async def _drop(self, launch_id: str, connection: McpConnection) -> None:
+        if self._connections.get(launch_id) is connection:
+            del self._connections[launch_id]
+        await connection.close()
+
+    # --- life ---
+
+    def retire(self) -> None:
+        """Close the sessions whose launch the active epoch no longer has (after adoption)."""
+        active = self.active_launches()
+        keep = {launch.launch_id for launch in active[2]} if active else set()
+
+        async def retire() -> None:
+            for launch_id, connection in list(self._connections.items()):
+                if launch_id not in keep:
+                    await self._drop(launch_id, connection)
+
+        with contextlib.suppress(RuntimeError):
+            self.bridge.submit(retire()).result(seconds("mcp-connect-time") * 2)
+
+    def sessions(self) -> dict[str, dict[str, Any]]:
+        """Open sessions: launch id -> the server's initialize result."""
+
+        async def snapshot() -> dict[str, dict[str, Any]]:
+            return {
+                k: dict(c.initialized or {}) for k, c in self._connections.items() if not c.closed
+            }
+
+        return self.bridge.call(snapshot(), 5)
+
+    def close(self) -> None:
+        """End every session (their server processes end) and the bridge."""
+
+        async def close_all() -> None:
+            await asyncio.gather(
+                *(c.close() for c in self._connections.values()), return_exceptions=True
+            )
+            self._connections.clear()
+
+        with contextlib.suppress(Exception):
+            self.bridge.submit(close_all()).result(seconds("mcp-connect-time") * 2)
+        self.bridge.close()

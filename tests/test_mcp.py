@@ -1,0 +1,310 @@
+"""MCP over HTTP against a real development server and real MCP servers (tests/_mcp.py): a
+compiled server of the project, a command server, one that never answers, and a remote one
+over streamable HTTP: launch lists, operations, the `_meta` copy, errors, the MCP trace."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from _mcp import mcp_members, remote_server
+from _projects import config, write_project
+from _session_client import Client
+
+from bundle_contract._schemas import reference_validator
+from bundle_server import start_dev_server
+from bundle_server._dev_server import DevServer
+from bundle_server.mcp import service
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    root = tmp_path_factory.mktemp("mcp")
+    with remote_server(root) as url:
+        members, files = mcp_members(root, url)
+        project = write_project(root / "p", config(**members), files=files)
+        running = start_dev_server(
+            project,
+            check_responses=True,
+            watch=False,
+            environ={"BUNDLE_STATE_ROOT": str(root / "s")},
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while running.project is None or running.project.active_epoch() is None:
+                assert time.monotonic() < deadline, "the project never built"
+                time.sleep(0.05)
+            yield running
+        finally:
+            running.close()
+
+
+@pytest.fixture
+def client(server: DevServer) -> Client:
+    return Client(server.port, server.session_token)
+
+
+def epoch(server: DevServer) -> str:
+    assert server.project is not None
+    active = server.project.active_epoch()
+    assert active is not None
+    return active[0]
+
+
+def launch(client: Client, server: DevServer, name: str) -> str:
+    reply = client.request("GET", f"/api/mcp/launches?epochId={epoch(server)}&serverName={name}")
+    assert reply.status == 200, reply.json()
+    (found,) = reply.json()["launches"]
+    return str(found["launchId"])
+
+
+def operate(client: Client, session: str, **operation: Any) -> tuple[int, dict[str, Any]]:
+    reply = client.request("POST", f"/api/mcp/sessions/{session}/operations", operation, timeout=60)
+    return reply.status, reply.json()
+
+
+def outcome(client: Client, session: str, **operation: Any) -> dict[str, Any]:
+    status, body = operate(client, session, **operation)
+    assert status == 200, body
+    found: dict[str, Any] = body["outcome"]
+    reference_validator("McpOperationOutcome.json").validate(found)
+    return found
+
+
+def call(client: Client, session: str, tool: str, **arguments: Any) -> dict[str, Any]:
+    params = {"name": tool, "arguments": arguments}
+    return outcome(client, session, method="tools/call", params=params)
+
+
+def returned(found: dict[str, Any]) -> Any:
+    """A tool's JSON return value, from the text content the server sent."""
+    return json.loads(found["result"]["content"][0]["text"]) if found["result"]["content"] else {}
+
+
+def mcp_entries(client: Client, **correlation: str) -> list[dict[str, Any]]:
+    entries = client.request("GET", "/api/trace?after=0").json()["entries"]
+    return [
+        e
+        for e in entries
+        if e["source"] == "mcp"
+        and all(e["correlation"].get(k) == v for k, v in correlation.items())
+    ]
+
+
+# --- launch lists ---
+
+
+def test_a_compiled_server_is_one_launch_for_every_host_that_installs_it(
+    client: Client, server: DevServer
+) -> None:
+    reply = client.request("GET", f"/api/mcp/launches?epochId={epoch(server)}&serverName=tools")
+    assert reply.status == 200
+    (group,) = reply.json()["launches"]
+    assert group["targets"] == ["host_a", "host_b"] and group["launchId"].startswith("ml_")
+
+
+@pytest.mark.parametrize(
+    ("query", "status", "code"),
+    [
+        ("epochId=ep_0000000000000000&serverName=tools", 404, "BX3203"),
+        ("epochId=../../etc&serverName=tools", 404, "BX3203"),
+        ("epochId={epoch}&serverName=nope", 404, "BX3203"),
+        ("epochId={epoch}", 400, "BX1004"),
+    ],
+)
+def test_an_unknown_epoch_or_server_is_a_clear_error(
+    client: Client, server: DevServer, query: str, status: int, code: str
+) -> None:
+    reply = client.request("GET", "/api/mcp/launches?" + query.format(epoch=epoch(server)))
+    assert (reply.status, reply.code()) == (status, code)
+
+
+# --- operations ---
+
+
+def test_tools_list_and_call_answer_what_the_server_sent(client: Client, server: DevServer) -> None:
+    session = launch(client, server, "tools")
+    listed = outcome(client, session, method="tools/list")
+    names = {tool["name"] for tool in listed["result"]["tools"]}
+    assert {"echo", "seen_meta", "slow", "breaks", "crash"} <= names
+    echoed = call(client, session, "echo", text="hi")
+    assert echoed["result"]["content"] == [{"type": "text", "text": "hi"}]
+    assert echoed["mcpRequestId"].startswith("mr_") and echoed["durationMs"] > 0
+
+
+def test_every_member_of_the_operation_union_reaches_the_server(
+    client: Client, server: DevServer
+) -> None:
+    session = launch(client, server, "tools")
+    assert outcome(client, session, method="ping")["result"] == {}
+    resources = outcome(client, session, method="resources/list")["result"]["resources"]
+    assert [r["uri"] for r in resources] == ["tools://readme"]
+    read = outcome(client, session, method="resources/read", params={"uri": "tools://readme"})
+    assert read["result"]["contents"][0]["text"] == "the tools server"
+    templates = outcome(client, session, method="resources/templates/list")
+    assert templates["result"] == {"resourceTemplates": []}
+    prompts = outcome(client, session, method="prompts/list")["result"]["prompts"]
+    assert [p["name"] for p in prompts] == ["greet"]
+    got = outcome(
+        client,
+        session,
+        method="prompts/get",
+        params={"name": "greet", "arguments": {"name": "Ada"}},
+    )
+    assert got["result"]["messages"][0]["content"]["text"] == "Hello, Ada."
+    completion = {
+        "ref": {"type": "ref/prompt", "name": "greet"},
+        "argument": {"name": "name", "value": "A"},
+    }
+    completed = outcome(client, session, method="completion/complete", params=completion)
+    assert "error" in completed or "completion" in completed["result"]
+
+
+def test_a_correlation_id_is_copied_into_meta_and_the_browser_cannot_send_meta(
+    client: Client, server: DevServer
+) -> None:
+    session = launch(client, server, "tools")
+    params = {"name": "seen_meta", "arguments": {}}
+    with_id = outcome(client, session, method="tools/call", params=params, correlationId="corr-7")
+    assert returned(with_id) == {"bundle/correlationId": "corr-7"}  # what the server received
+    without = outcome(client, session, method="tools/call", params=params)
+    assert returned(without) == {}
+    for bad in (
+        {"params": params | {"_meta": {"bundle/correlationId": "forged"}}},
+        {"params": params, "correlationId": "x" * 257},
+        {"params": params, "_meta": {}},
+    ):
+        status, body = operate(client, session, method="tools/call", **bad)
+        assert (status, body["error"]["code"]) == (400, "BX1004"), body
+
+
+def test_a_json_rpc_error_and_a_failing_tool_are_outcomes_not_failures(
+    client: Client, server: DevServer
+) -> None:
+    session = launch(client, server, "tools")
+    unknown = outcome(client, session, method="prompts/get", params={"name": "nope"})
+    assert isinstance(unknown["error"]["code"], int) and "nope" in unknown["error"]["message"]
+    broke = call(client, session, "breaks")
+    assert broke["result"]["isError"] is True
+
+
+def test_an_unknown_session_is_refused(client: Client) -> None:
+    status, body = operate(client, "ml_0000000000000000", method="ping")
+    assert (status, body["error"]["code"]) == (404, "BX3203")
+
+
+def test_a_command_server_and_a_remote_server_answer_too(client: Client, server: DevServer) -> None:
+    added = call(client, launch(client, server, "commanded"), "add", a=2, b=3)
+    assert added["result"]["structuredContent"] == {"result": 5}
+    shouted = call(client, launch(client, server, "remote"), "shout", text="hey")
+    assert shouted["result"]["content"][0]["text"] == "HEY"
+
+
+def test_concurrent_operations_all_answer_with_their_own_ids(
+    client: Client, server: DevServer
+) -> None:
+    session = launch(client, server, "tools")
+    answers: list[dict[str, Any]] = []
+
+    def one(index: int) -> None:
+        answers.append(call(client, session, "echo", text=str(index)))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(a["result"]["content"][0]["text"] for a in answers) == sorted(map(str, range(20)))
+    assert len({a["mcpRequestId"] for a in answers}) == 20
+
+
+# --- the trace ---
+
+
+def test_a_request_and_its_response_are_traced_as_a_pair(client: Client, server: DevServer) -> None:
+    session = launch(client, server, "tools")
+    outcome(client, session, method="tools/list")  # the tool's page is known from here on
+    called = outcome(
+        client,
+        session,
+        method="tools/call",
+        params={"name": "echo", "arguments": {"text": "traced"}},
+        correlationId="pair-1",
+    )
+    request, response = mcp_entries(client, mcpRequestId=called["mcpRequestId"])
+    assert (request["kind"], response["kind"]) == ("mcp.request", "mcp.response")
+    for entry in (request, response):
+        assert entry["correlation"]["mcpSessionId"] == session
+        assert entry["correlation"]["correlationId"] == "pair-1"
+        assert entry["details"]["method"] == "tools/call" and entry["details"]["name"] == "echo"
+        assert entry["href"] == f"/mcp?session={session}&tool=echo"
+        assert "arguments" not in str(entry["details"]) and "traced" not in str(entry["details"])
+    assert request["details"]["jsonrpcId"] == response["details"]["jsonrpcId"]
+    assert response["durationMs"] == called["durationMs"] and response["status"] == "ok"
+    ping = outcome(client, session, method="ping")
+    for entry in mcp_entries(client, mcpRequestId=ping["mcpRequestId"]):
+        assert entry["href"] == f"/advanced/protocol?session={session}"
+
+
+def test_an_unlisted_tool_links_to_the_protocol_page(client: Client, server: DevServer) -> None:
+    session = launch(client, server, "tools")
+    missing = call(client, session, "no_such_tool")
+    for entry in mcp_entries(client, mcpRequestId=missing["mcpRequestId"]):
+        assert entry["href"] == f"/advanced/protocol?session={session}"
+
+
+def test_a_servers_log_messages_reach_the_trace(client: Client, server: DevServer) -> None:
+    session = launch(client, server, "tools")
+    call(client, session, "logs", text="a line from the tool")
+    logged = [
+        e
+        for e in mcp_entries(client, mcpSessionId=session)
+        if e["details"].get("method") == "notifications/message"
+    ]
+    assert logged and logged[-1]["details"]["text"] == "a line from the tool"
+
+
+def test_a_server_that_dies_mid_call_is_bx3201_then_starts_afresh(
+    client: Client, server: DevServer
+) -> None:
+    session = launch(client, server, "tools")
+    before = call(client, session, "pid")["result"]["structuredContent"]["result"]
+    status, body = operate(client, session, method="tools/call", params={"name": "crash"})
+    assert (status, body["error"]["code"]) == (502, "BX3201"), body
+    failed = [e for e in mcp_entries(client, mcpSessionId=session) if e["kind"] == "mcp.error"]
+    assert failed and failed[-1]["status"] == "error" and "durationMs" in failed[-1]
+    after = call(client, session, "pid")["result"]["structuredContent"]["result"]
+    assert after != before
+
+
+def test_a_server_that_never_answers_initialize_is_bx3201_not_a_hang(
+    client: Client, server: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limits = {"mcp-connect-time": 1.0, "mcp-request-time": 30.0}
+    monkeypatch.setattr(service, "seconds", limits.__getitem__)
+    began = time.monotonic()
+    status, body = operate(client, launch(client, server, "silent"), method="ping")
+    assert (status, body["error"]["code"]) == (502, "BX3201"), body
+    assert "initialize" in body["error"]["message"] and time.monotonic() - began < 10
+
+
+def test_an_operation_without_an_answer_in_time_is_bx3202_and_cancelled(
+    client: Client, server: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = launch(client, server, "tools")
+    call(client, session, "echo", text="warm")  # the session is open before the bound shrinks
+    monkeypatch.setattr(
+        service, "seconds", {"mcp-connect-time": 10.0, "mcp-request-time": 0.5}.__getitem__
+    )
+    status, body = operate(
+        client, session, method="tools/call", params={"name": "slow", "arguments": {"seconds": 20}}
+    )
+    assert (status, body["error"]["code"]) == (504, "BX3202"), body
+    monkeypatch.undo()
+    sent = [e["details"].get("method") for e in mcp_entries(client, mcpSessionId=session)]
+    assert "notifications/cancelled" in sent
+    assert call(client, session, "echo", text="still")["result"]["content"][0]["text"] == "still"
