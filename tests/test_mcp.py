@@ -308,3 +308,155 @@ def test_an_operation_without_an_answer_in_time_is_bx3202_and_cancelled(
     sent = [e["details"].get("method") for e in mcp_entries(client, mcpSessionId=session)]
     assert "notifications/cancelled" in sent
     assert call(client, session, "echo", text="still")["result"]["content"][0]["text"] == "still"
+
+
+# --- App bindings ---
+
+FRAMES = {"notification": "McpAppNotificationFrame.json", "end": "McpAppEndFrame.json"}
+
+
+def mount(client: Client, session: str, **body: Any) -> tuple[int, dict[str, Any]]:
+    reply = client.request("POST", f"/api/mcp/sessions/{session}/apps", body)
+    return reply.status, reply.json()
+
+
+def settle(client: Client, binding: str, **body: Any) -> tuple[int, dict[str, Any]]:
+    reply = client.request("POST", f"/api/mcp/apps/{binding}/result", body)
+    return reply.status, reply.json()
+
+
+def notifications(client: Client, binding: str) -> list[tuple[str, Any]]:
+    """Every event of a binding's stream, until the server ends it after `end`."""
+    conn = client.connect("GET", f"/api/mcp/apps/{binding}/notifications", timeout=30)
+    response = conn.getresponse()
+    assert response.status == 200 and response.getheader("Content-Type", "").startswith(
+        "text/event-stream"
+    )
+    found = []
+    for block in response.read().decode().split("\n\n"):
+        if block.startswith("event: "):
+            name, data = block.split("\n", 1)
+            value = json.loads(data.removeprefix("data: "))
+            reference_validator(FRAMES[name.removeprefix("event: ")]).validate(value)
+            found.append((name.removeprefix("event: "), value))
+    conn.close()
+    return found
+
+
+def methods(events: list[tuple[str, Any]]) -> list[str]:
+    return [data["method"] if name == "notification" else name for name, data in events]
+
+
+def test_a_mounted_app_gets_the_input_then_one_terminal_notification(
+    client: Client, server: DevServer
+) -> None:
+    session = launch(client, server, "tools")
+    status, body = mount(client, session, toolName="echo", input={"text": "hi"})
+    assert status == 201, body
+    binding = body["binding"]
+    reference_validator("McpAppBinding.json").validate(binding)
+    assert binding["state"] == "pending" and binding["mcpSessionId"] == session
+    heard: list[list[tuple[str, Any]]] = []
+    reader = threading.Thread(
+        target=lambda: heard.append(notifications(client, binding["bindingId"]))
+    )
+    reader.start()  # a stream open while the call is in flight hears the result when it comes
+    time.sleep(0.3)
+    assert reader.is_alive()  # pending: only tool-input so far, and the stream stays open
+    result = {"content": [{"type": "text", "text": "hi"}], "isError": False}
+    assert settle(client, binding["bindingId"], result=result) == (
+        200,
+        {"accepted": True, "binding": binding | {"state": "settled"}},
+    )
+    reader.join(10)
+    (events,) = heard
+    assert methods(events) == [
+        "ui/notifications/tool-input",
+        "ui/notifications/tool-result",
+        "end",
+    ]
+    assert (
+        events[0][1]["params"] == {"arguments": {"text": "hi"}} and events[1][1]["params"] == result
+    )
+    # Settled: a second result or a cancel changes nothing and says so.
+    for again in ({"result": result}, {"cancelled": True}):
+        status, answer = settle(client, binding["bindingId"], **again)
+        assert (status, answer["accepted"], answer["binding"]["state"]) == (200, False, "settled")
+    assert methods(notifications(client, binding["bindingId"])) == methods(events)
+
+
+def test_a_cancelled_call_sends_tool_cancelled(client: Client, server: DevServer) -> None:
+    session = launch(client, server, "tools")
+    binding = mount(client, session, toolName="slow", input={"seconds": 9})[1]["binding"]
+    status, answer = settle(client, binding["bindingId"], cancelled=True)
+    assert (status, answer["accepted"]) == (200, True)
+    assert methods(notifications(client, binding["bindingId"])) == [
+        "ui/notifications/tool-input",
+        "ui/notifications/tool-cancelled",
+        "end",
+    ]
+
+
+def test_racing_results_and_cancels_send_one_terminal_notification(
+    client: Client, server: DevServer
+) -> None:
+    session = launch(client, server, "tools")
+    binding = mount(client, session, toolName="echo", input={})[1]["binding"]["bindingId"]
+    accepted: list[bool] = []
+
+    def race(index: int) -> None:
+        body: dict[str, Any] = {"cancelled": True} if index % 2 else {"result": {"content": []}}
+        accepted.append(settle(client, binding, **body)[1]["accepted"])
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert sorted(accepted) == [False] * 15 + [True]
+    found = methods(notifications(client, binding))
+    assert found[0] == "ui/notifications/tool-input" and found[-1] == "end" and len(found) == 3
+
+
+def test_a_binding_closes_with_its_session_and_then_answers_ab8022(
+    client: Client, server: DevServer
+) -> None:
+    session = launch(client, server, "tools")
+    call(client, session, "echo", text="open")
+    binding = mount(client, session, toolName="crash", input={})[1]["binding"]["bindingId"]
+    status, _ = operate(client, session, method="tools/call", params={"name": "crash"})
+    assert status == 502  # the server died: its session ended, and the binding with it
+    status, body = settle(client, binding, result={"content": []})
+    assert (status, body["error"]["code"]) == (404, "AB8022")
+    events = notifications(client, binding)
+    assert methods(events) == ["ui/notifications/tool-input", "end"]
+    assert events[-1][1]["binding"]["state"] == "closed"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "code"),
+    [
+        (
+            "/api/mcp/sessions/ml_0000000000000000/apps",
+            {"toolName": "x", "input": {}},
+            404,
+            "BX3203",
+        ),
+        ("/api/mcp/apps/ab_0000000000000000/result", {"result": {}}, 404, "BX1001"),
+        ("/api/mcp/apps/ab_0000000000000000/result", {"cancelled": False}, 400, "BX1004"),
+        ("/api/mcp/apps/nope/result", {"result": {}}, 400, "BX1004"),
+    ],
+)
+def test_bad_binding_requests_are_refused(
+    client: Client, path: str, body: dict[str, Any], status: int, code: str
+) -> None:
+    reply = client.request("POST", path, body)
+    assert (reply.status, reply.code()) == (status, code)
+
+
+def test_a_mount_with_a_result_is_refused(client: Client, server: DevServer) -> None:
+    session = launch(client, server, "tools")
+    status, body = mount(client, session, toolName="echo", input={}, result={})
+    assert (status, body["error"]["code"]) == (400, "BX1004")
+    reply = client.request("GET", "/api/mcp/apps/ab_0000000000000000/notifications")
+    assert (reply.status, reply.code()) == (404, "BX1001")

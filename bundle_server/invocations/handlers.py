@@ -14,7 +14,6 @@ A stream opened after the run ended gets the same replay, then `final` at once.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,13 +22,9 @@ from werkzeug.wrappers import Response
 from bundle_contract._generated.errors import TraceUnavailable
 from bundle_server._http.routing import Call, Reply, handler
 from bundle_server._streams.hangup import Hangup, hangup_of
-from bundle_server._streams.ndjson import GreenWaker, StreamBody
+from bundle_server._streams.ndjson import GreenWaker
+from bundle_server._streams.sse import POLL_SECONDS, event, sse_response
 from bundle_server.invocations.service import Invocation, InvocationService, host_kinds
-
-EVENT_STREAM = "text/event-stream"
-# How often a waiting request looks again without being woken (a safety net: a wake is sent on
-# every change).
-POLL_SECONDS = 1.0
 
 
 def _service(call: Call) -> InvocationService:
@@ -118,16 +113,7 @@ def stream(call: Call) -> Response:
             invocation.wakes.discard(waker.wake)
         waker.close()
 
-    events = _events(invocation, waker, hangup_of(call.request.environ))
-    response = Response(StreamBody(events, release), mimetype=EVENT_STREAM, direct_passthrough=True)
-    response.headers["Connection"] = "close"
-    response.headers["X-Accel-Buffering"] = "no"
-    return response
-
-
-def event(name: str, data: Any) -> bytes:
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {name}\ndata: {text}\n\n".encode()
+    return sse_response(_events(invocation, waker, hangup_of(call.request.environ)), release)
 
 
 def _events(invocation: Invocation, waker: GreenWaker, hangup: Hangup | None) -> Iterator[bytes]:

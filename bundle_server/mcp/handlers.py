@@ -1,13 +1,21 @@
-"""The MCP routes (`mcp.launches`, `mcp.operations`), registered by route id; the service is
-`mcp.service.McpService`. An operation waits for its answer cooperatively: the MCP session
-runs on the service's asyncio thread (see `mcp.bridge`)."""
+"""The MCP routes (`mcp.launches`, `mcp.operations`, `mcp.apps.mount`, `mcp.apps.result`,
+`mcp.apps.notifications`), registered by route id; the service is `mcp.service.McpService`.
+An operation waits for its answer cooperatively: the MCP session runs on the service's asyncio
+thread (see `mcp.bridge`). A binding's stream waits the same way, woken by `settle` or by its
+session's end from whatever thread they happen on."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+from werkzeug.wrappers import Response
+
 from bundle_contract._generated.errors import TraceUnavailable
-from bundle_server._http.routing import Call, handler
+from bundle_server._http.routing import Call, Reply, handler
+from bundle_server._streams.hangup import hangup_of
+from bundle_server._streams.ndjson import GreenWaker
+from bundle_server._streams.sse import POLL_SECONDS, event, sse_response
 from bundle_server.mcp.service import McpService
 
 
@@ -29,3 +37,52 @@ def launches(call: Call) -> dict[str, Any]:
 def operations(call: Call) -> dict[str, Any]:
     """One MCP operation on the session of a launch of the active epoch: its outcome."""
     return {"outcome": _service(call).operate(call.params["mcpSessionId"], call.body)}
+
+
+@handler("mcp.apps.mount")
+def mount(call: Call) -> Reply:
+    """201 with a pending binding: the App receives only the call's tool-input so far."""
+    body = call.body
+    binding = _service(call).mount(call.params["mcpSessionId"], body["toolName"], body["input"])
+    return Reply(201, {"binding": binding})
+
+
+@handler("mcp.apps.result")
+def result(call: Call) -> dict[str, Any]:
+    """`{accepted, binding}`: the binding's single terminal notification, once."""
+    return _service(call).settle(call.params["bindingId"], call.body)
+
+
+@handler("mcp.apps.notifications")
+def notifications(call: Call) -> Response:
+    """The binding's notifications in order, then `end` once it is settled or closed."""
+    apps = _service(call).apps
+    waker = GreenWaker()
+    with apps.lock:
+        binding = apps.get(call.params["bindingId"])  # BX1001 before any byte is sent
+        binding.wakes.add(waker.wake)
+
+    def release() -> None:
+        with apps.lock:
+            binding.wakes.discard(waker.wake)
+        waker.close()
+
+    def events() -> Iterator[bytes]:
+        hangup = hangup_of(call.request.environ)
+        if hangup is not None:
+            hangup.watch(waker.wake)
+        sent = 0
+        while hangup is None or not hangup.gone:
+            with apps.lock:
+                fresh = binding.notifications[sent:]
+                sent = len(binding.notifications)
+                ended = binding.record() if binding.ended else None
+            chunk = b"".join(event("notification", item) for item in fresh)
+            if ended is not None:
+                yield chunk + event("end", {"binding": ended})
+                return
+            if chunk:
+                yield chunk
+            waker.wait(POLL_SECONDS)
+
+    return sse_response(events(), release)

@@ -43,6 +43,7 @@ from bundle_contract._generated.errors import (
     TraceUnavailable,
 )
 from bundle_contract._spec import get_spec
+from bundle_server.mcp.apps import AppBindings
 from bundle_server.mcp.bridge import AsyncBridge
 from bundle_server.mcp.connection import McpConnection, McpDown
 from bundle_server.mcp.launches import Launch, launch_groups, server_names
@@ -263,6 +264,7 @@ class McpService:
         self._installs = installs
         self._publish = publish
         self.bridge = AsyncBridge()
+        self.apps = AppBindings()
         # On the bridge's loop only: launch id -> its connection, and the opening locks.
         self._connections: dict[str, McpConnection] = {}
         self._opening: dict[str, asyncio.Lock] = {}
@@ -324,10 +326,45 @@ class McpService:
         ]
         return epoch_id, artifact, found
 
-    # --- operations ---
+    # --- App bindings ---
 
-    def operate(self, session_id: str, operation: Mapping[str, Any]) -> dict[str, Any]:
-        """Run one operation on the session of launch `session_id`; its McpOperationOutcome."""
+    def mount(self, session_id: str, tool_name: str, arguments: Any) -> dict[str, Any]:
+        """Bind an App preview to a call of `tool_name` in flight on a session of the active
+        epoch (BX3203 for any other session)."""
+        launch = self._find(session_id)[2]
+        binding = self.apps.mount(session_id, tool_name, arguments)
+        self._binding_event("mcp.app.mounted", binding, launch, "ui/notifications/tool-input")
+        return binding
+
+    def settle(self, binding_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        answer = self.apps.settle(binding_id, body)
+        if answer["accepted"]:
+            method = "ui/notifications/tool-" + ("cancelled" if "cancelled" in body else "result")
+            self._binding_event("mcp.app.settled", answer["binding"], None, method)
+        return answer
+
+    def _closed_session(self, session_id: str) -> None:
+        for binding in self.apps.close_session(session_id):
+            self._binding_event("mcp.app.closed", binding, None, None)
+
+    def _binding_event(
+        self, kind: str, binding: dict[str, Any], launch: Launch | None, method: str | None
+    ) -> None:
+        details = {"bindingId": binding["bindingId"], "toolName": binding["toolName"]}
+        if launch is not None:
+            details["server"] = launch.server
+        if method is not None:
+            details["notification"] = method
+        self.publish(
+            kind,
+            f"App of {binding['toolName']}: {binding['state']}",
+            {"mcpSessionId": binding["mcpSessionId"]},
+            bounded(details),
+            href=page("workbench.mcp", binding["mcpSessionId"], tool=binding["toolName"]),
+        )
+
+    def _find(self, session_id: str) -> tuple[str, Path, Launch]:
+        """The active epoch, its artifact and the launch `session_id` names (else BX3203)."""
         active = self.active_launches()
         launch = next((x for x in (active[2] if active else []) if x.launch_id == session_id), None)
         if active is None or launch is None:
@@ -335,7 +372,13 @@ class McpService:
                 f"no MCP session {session_id[:64]!r}: not a launch of the active epoch",
                 {"mcpSessionId": session_id[:64]},
             )
-        epoch_id, artifact, _ = active
+        return active[0], active[1], launch
+
+    # --- operations ---
+
+    def operate(self, session_id: str, operation: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one operation on the session of launch `session_id`; its McpOperationOutcome."""
+        epoch_id, artifact, launch = self._find(session_id)
         method = str(operation["method"])
         params = dict(operation.get("params") or {})
         meta = None
@@ -456,6 +499,7 @@ class McpService:
         if self._connections.get(launch_id) is connection:
             del self._connections[launch_id]
         await connection.close()
+        self._closed_session(launch_id)
 
     # --- life ---
 

@@ -51,9 +51,9 @@ from werkzeug.wrappers import Response
 from bundle_server._streams.hangup import Hangup
 from bundle_server._streams.ndjson import GreenWaker, StreamBody
 from bundle_server._streams.sequenced import SubscriberLagged
+from bundle_server._streams.sse import EVENT_STREAM
 from bundle_server.sessions.pty import Frame, OutputSubscription, SessionReplay
 
-EVENT_STREAM = "text/event-stream"
 KEEPALIVE = b": keep-alive\n\n"
 LAGGED = b": lagged\n\n"
 

@@ -1,0 +1,32 @@
+"""Server-sent events for the streams that carry JSON events (invocations, App bindings):
+one event's encoding, and the response that streams them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from werkzeug.wrappers import Response
+
+from bundle_server._streams.ndjson import StreamBody
+
+EVENT_STREAM = "text/event-stream"
+# How often a waiting stream looks again without being woken (a safety net: every change
+# sends a wake).
+POLL_SECONDS = 1.0
+
+
+def event(name: str, data: Any) -> bytes:
+    """One event: its name and its data as one compact JSON line."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {name}\ndata: {text}\n\n".encode()
+
+
+def sse_response(events: Iterator[bytes], release: Callable[[], None]) -> Response:
+    """A response streaming `events`, calling `release` once it ends however it ends; the
+    connection closes after it (a stream is one request's whole life)."""
+    response = Response(StreamBody(events, release), mimetype=EVENT_STREAM, direct_passthrough=True)
+    response.headers["Connection"] = "close"
+    response.headers["X-Accel-Buffering"] = "no"
+    return response
