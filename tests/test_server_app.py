@@ -33,6 +33,7 @@ DELIVERED_GROUPS = {
     "project",
     "invocations",
     "runtime",
+    "mcp",
 }
 
 
@@ -119,7 +120,7 @@ def test_create_app_refuses_unknown_and_unguarded_routes(monkeypatch: pytest.Mon
 def test_unknown_path_is_404_envelope(live: Server, auth: bool) -> None:
     for path in (
         "/nope",
-        "/api/mcp/launches",
+        "/api/mcp/nope",
         "/api//trace",
         "/api/trace/",
         "/trace/",
