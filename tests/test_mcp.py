@@ -460,3 +460,24 @@ def test_a_mount_with_a_result_is_refused(client: Client, server: DevServer) -> 
     assert (status, body["error"]["code"]) == (400, "BX1004")
     reply = client.request("GET", "/api/mcp/apps/ab_0000000000000000/notifications")
     assert (reply.status, reply.code()) == (404, "BX1001")
+
+
+def test_the_server_list_shows_each_launch_and_its_session_state(
+    client: Client, server: DevServer
+) -> None:
+    session = launch(client, server, "tools")
+    call(client, session, "echo", text="open it")
+    reply = client.request("GET", "/api/mcp/servers")
+    assert reply.status == 200
+    listed = {row["name"]: row for row in reply.json()["servers"]}
+    assert reply.json()["epochId"] == epoch(server)
+    assert set(listed) == {"tools", "commanded", "silent", "remote"}
+    assert (listed["tools"]["kind"], listed["remote"]["transport"]) == (
+        "compiled",
+        "streamable-http",
+    )
+    (tools,) = listed["tools"]["launches"]
+    assert tools["launchId"] == session and tools["session"]["state"] == "open"
+    assert tools["session"]["serverInfo"]["name"] == "tools"
+    assert "tools" in tools["session"]["capabilities"]
+    assert listed["silent"]["launches"][0]["session"] == {"state": "closed"}

@@ -1,8 +1,8 @@
-"""The MCP routes (`mcp.launches`, `mcp.operations`, `mcp.apps.mount`, `mcp.apps.result`,
-`mcp.apps.notifications`), registered by route id; the service is `mcp.service.McpService`.
-An operation waits for its answer cooperatively: the MCP session runs on the service's asyncio
-thread (see `mcp.bridge`). A binding's stream waits the same way, woken by `settle` or by its
-session's end from whatever thread they happen on."""
+"""The MCP routes (`mcp.servers`, `mcp.launches`, `mcp.operations`, `mcp.apps.mount`,
+`mcp.apps.result`, `mcp.apps.notifications`), registered by route id; the service is
+`mcp.service.McpService`. An operation waits for its answer cooperatively: the MCP session
+runs on the service's asyncio thread (see `mcp.bridge`). A binding's stream waits the same
+way, woken by `settle` or by its session's end from whatever thread they happen on."""
 
 from __future__ import annotations
 
@@ -24,6 +24,12 @@ def _service(call: Call) -> McpService:
     if service is None:
         raise TraceUnavailable("this server speaks to no MCP servers")
     return service
+
+
+@handler("mcp.servers")
+def servers(call: Call) -> dict[str, Any]:
+    """The active epoch's servers, their launches and the state of each launch's session."""
+    return _service(call).servers()
 
 
 @handler("mcp.launches")

@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,9 @@ class Launch:
         return {"launchId": self.launch_id, "targets": list(self.targets)}
 
 
+@lru_cache(maxsize=16)
 def _manifest(artifact: Path) -> dict[str, Any]:
+    # Read once per epoch (a published epoch never changes); callers only read it.
     try:
         found = json.loads((artifact / "bundle.manifest.json").read_bytes())
     except (OSError, ValueError):
@@ -76,10 +79,14 @@ def _manifest(artifact: Path) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def server_names(artifact: Path) -> list[str]:
-    """The MCP servers the epoch at `artifact` declares (executables.mcpServers)."""
+def servers(artifact: Path) -> list[dict[str, Any]]:
+    """The MCP server rows the epoch at `artifact` declares (executables.mcpServers)."""
     rows = _manifest(artifact).get("executables", {}).get("mcpServers", [])
-    return [str(row["name"]) for row in rows if isinstance(row, dict) and "name" in row]
+    return [row for row in rows if isinstance(row, dict) and isinstance(row.get("name"), str)]
+
+
+def server_names(artifact: Path) -> list[str]:
+    return [str(row["name"]) for row in servers(artifact)]
 
 
 def _relative(text: str, artifact: Path) -> str:
@@ -124,8 +131,17 @@ def launch_groups(
     artifact: Path, epoch_id: str, server: str, installed: set[str] | None = None
 ) -> list[Launch]:
     """The launch groups of `server` on the epoch at `artifact` (empty: no such server)."""
+    return list(_groups(artifact, epoch_id, server, frozenset(installed or ())))
+
+
+@lru_cache(maxsize=256)
+def _groups(
+    artifact: Path, epoch_id: str, server: str, installed: frozenset[str]
+) -> tuple[Launch, ...]:
+    # Cached: an epoch's files never change once published, and every operation resolves the
+    # launch it names (reading the manifest and MCP documents costs ~150 us a server).
     if server not in server_names(artifact):
-        return []
+        return ()
     groups: dict[str, tuple[dict[str, Any], list[str]]] = {}
     for projection in _manifest(artifact).get("projections", []):
         host, root = projection.get("target"), projection.get("root")
@@ -138,7 +154,7 @@ def launch_groups(
             continue
         identity = json.dumps(entry, sort_keys=True)
         groups.setdefault(identity, (entry, []))[1].append(host)
-    launches = []
+    launches: list[Launch] = []
     for identity, (entry, targets) in groups.items():
         scope = epoch_id if ARTIFACT in identity else ""
         digest = hashlib.sha256(f"{server}\0{scope}\0{identity}".encode()).hexdigest()
@@ -154,4 +170,4 @@ def launch_groups(
                 url=entry.get("url", ""),
             )
         )
-    return sorted(launches, key=lambda launch: launch.targets)
+    return tuple(sorted(launches, key=lambda launch: launch.targets))

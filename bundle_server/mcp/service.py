@@ -46,7 +46,7 @@ from bundle_contract._spec import get_spec
 from bundle_server.mcp.apps import AppBindings
 from bundle_server.mcp.bridge import AsyncBridge
 from bundle_server.mcp.connection import McpConnection, McpDown
-from bundle_server.mcp.launches import Launch, launch_groups, server_names
+from bundle_server.mcp.launches import Launch, launch_groups, server_names, servers
 from bundle_server.mcp.wire import Exchange
 
 Publish = Callable[..., object]
@@ -268,6 +268,7 @@ class McpService:
         # On the bridge's loop only: launch id -> its connection, and the opening locks.
         self._connections: dict[str, McpConnection] = {}
         self._opening: dict[str, asyncio.Lock] = {}
+        self._active_cache: tuple[str, list[Launch]] | None = None
 
     # --- the trace ---
 
@@ -318,13 +319,18 @@ class McpService:
         if active is None:
             return None
         epoch_id, artifact = active
-        installed = self.installed(epoch_id)
-        found = [
-            launch
-            for server in server_names(artifact)
-            for launch in launch_groups(artifact, epoch_id, server, installed)
-        ]
-        return epoch_id, artifact, found
+        # Resolved once per active epoch: its installs are made before it is adopted, and
+        # every operation looks its launch up here.
+        cached = self._active_cache
+        if cached is None or cached[0] != epoch_id:
+            installed = self.installed(epoch_id)
+            found = [
+                launch
+                for server in server_names(artifact)
+                for launch in launch_groups(artifact, epoch_id, server, installed)
+            ]
+            cached = self._active_cache = (epoch_id, found)
+        return epoch_id, artifact, list(cached[1])
 
     # --- App bindings ---
 
@@ -505,6 +511,7 @@ class McpService:
 
     def retire(self) -> None:
         """Close the sessions whose launch the active epoch no longer has (after adoption)."""
+        self._active_cache = None
         active = self.active_launches()
         keep = {launch.launch_id for launch in active[2]} if active else set()
 
@@ -525,6 +532,37 @@ class McpService:
             }
 
         return self.bridge.call(snapshot(), 5)
+
+    def servers(self) -> dict[str, Any]:
+        """McpServerList: the active epoch's servers, launches and their sessions' states."""
+        active = self._active_epoch()
+        if active is None:
+            return {"servers": []}
+        epoch_id, artifact = active
+        opened = self.sessions()
+        installed = self.installed(epoch_id)
+        listed = []
+        for row in servers(artifact):
+            launches = []
+            for launch in launch_groups(artifact, epoch_id, row["name"], installed):
+                said = opened.get(launch.launch_id)
+                session: dict[str, Any] = {"state": "closed"}
+                if said is not None:
+                    session = {"state": "open"} | {
+                        key: said[key]
+                        for key in ("protocolVersion", "serverInfo", "capabilities", "instructions")
+                        if key in said
+                    }
+                launches.append(launch.listed() | {"session": session})
+            listed.append(
+                {
+                    "name": row["name"],
+                    "kind": row.get("kind"),
+                    "transport": row.get("transport"),
+                    "launches": launches,
+                }
+            )
+        return {"epochId": epoch_id, "servers": listed}
 
     def close(self) -> None:
         """End every session (their server processes end) and the bridge."""
