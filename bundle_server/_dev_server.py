@@ -44,6 +44,8 @@ from bundle_server._http.app import BundleApp, create_app
 from bundle_server._http.guard import new_token
 from bundle_server._http.shell import LoopbackShell
 from bundle_server._project_config import host_overrides, read_project_config
+from bundle_server.agent.endpoint import AgentEndpoint
+from bundle_server.agent.tools import agent_server
 from bundle_server.invocations.service import InvocationService
 from bundle_server.logs.hub import LogBridge, LogHub
 from bundle_server.mcp.service import McpService
@@ -88,7 +90,7 @@ def start_options(
     """The keyword arguments as a StartOptions value (camelCase), validated.
 
     Raises the ContractError of the first violation (ModelInvalid), ValueError when `root` is
-    not an existing directory or `agent_api` is set.
+    not an existing directory.
     """
     options: dict[str, Any] = {
         "root": os.fspath(root) if isinstance(root, str | os.PathLike) else root,
@@ -103,10 +105,6 @@ def start_options(
     validate("StartOptions.json", options)
     if not Path(options["root"]).is_dir():
         raise ValueError(f"project root is not a directory: {options['root']}")
-    if agent_api:
-        # No agent route exists in spec/routes.toml yet; a security-relevant switch that was
-        # asked for and silently ignored would be worse than a refusal.
-        raise ValueError("the agent API is not available in this version")
     return options
 
 
@@ -145,6 +143,9 @@ class DevServer:
         self.invocations: InvocationService | None = None
         self.runtime: RuntimeService | None = None
         self.mcp: McpService | None = None
+        # The agent endpoint, when `agent_api` asked for it; its token is its own.
+        self.agent: AgentEndpoint | None = None
+        self.agent_token = new_token()
         self.project_events = ProjectHub()
         self._lock_file: ServerLock | None = None
         # Whether `open` reached a browser; None when it was not asked for.
@@ -197,17 +198,6 @@ class DevServer:
                     f"ended {killed} process(es) left running by a server that was killed",
                     status="ok",
                 )
-        self.sessions = SessionManager(
-            self.project_root,
-            attach=self._attach,
-            ledger=ledger,
-            executables=self._host_executables,
-            publish=functools.partial(self.hub.publish, "session"),
-            engine=self._shell_engine,
-        )
-        # A bundle.config.py is read by the build only: its dev.hosts apply from the first
-        # epoch built with it on (an explicit host_executables still wins per host kind).
-        self.project.on_adopted(self._adopt_config_hosts)
         # Routes run in worker processes of the active epoch; never in this one.
         project = self.project
         self.invocations = InvocationService(
@@ -233,6 +223,26 @@ class DevServer:
         project.on_adopted(
             lambda: threading.Thread(target=runtime.compile, name="runtime", daemon=True).start()
         )
+        # The agent endpoint (off by default): its URL and token go to every host session.
+        session_env = None
+        if self.options["agentApi"]:
+            self.agent = self._start_agent()
+            session_env = dict(os.environ) | {
+                get_spec().variable("agent-url"): self.agent.url,
+                get_spec().variable("agent-token"): self.agent_token,
+            }
+        self.sessions = SessionManager(
+            self.project_root,
+            attach=self._attach,
+            ledger=ledger,
+            executables=self._host_executables,
+            env=session_env,
+            publish=functools.partial(self.hub.publish, "session"),
+            engine=self._shell_engine,
+        )
+        # A bundle.config.py is read by the build only: its dev.hosts apply from the first
+        # epoch built with it on (an explicit host_executables still wins per host kind).
+        self.project.on_adopted(self._adopt_config_hosts)
         self._app = create_app(
             port=self.port,
             session_token=self.session_token,
@@ -261,6 +271,19 @@ class DevServer:
         if self.options["open"]:
             # webbrowser.open answers False when no browser can be run (a headless machine).
             self.browser_opened = opener(self.workbench_url) is not False
+
+    def _start_agent(self) -> AgentEndpoint:
+        assert self.project is not None and self.mcp is not None
+        project = self.project
+        server = agent_server(
+            hub=self.hub,
+            status=self.status,
+            build=lambda: project.invalidate("manual", []),
+            invocations=self.invocations,
+        )
+        endpoint = AgentEndpoint(self.mcp.bridge, server, self.agent_token, self.project_root)
+        endpoint.start()
+        return endpoint
 
     def _shell_engine(self) -> Engine:
         # The sessions' I/O runs in the shell's own hub (see `sessions/pty/_engine.py` for why);
@@ -340,6 +363,8 @@ class DevServer:
                     self.sessions.close()
                 if self.invocations is not None:
                     self.invocations.close()
+                if self.agent is not None:
+                    self.agent.close()
                 if self.mcp is not None:
                     self.mcp.close()
                 self.hub.close()

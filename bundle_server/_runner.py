@@ -48,6 +48,12 @@ def _parser() -> _Parser:
     parser.add_argument("--port", type=int, default=0, help="TCP port (default: a free one)")
     parser.add_argument("--open", action="store_true", help="open the Workbench in a browser")
     parser.add_argument(
+        "--agent-api",
+        action="store_true",
+        help="serve the agent endpoint (MCP on loopback; URL and token in"
+        " .bundle/agent-endpoint.json and in host sessions' environment)",
+    )
+    parser.add_argument(
         "--ready-file",
         type=Path,
         metavar="FILE",
@@ -64,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.project_dir,
             port=args.port,
             open=args.open,
-            agent_api=False,
+            agent_api=args.agent_api,
             workbench_dev_origins=(),
             install_hosts=(),
             registry=None,
@@ -83,15 +89,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     root_logger.addHandler(handler)
     previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
-        return _serve(args.project_dir, args.port, args.open, ready_file)
+        return _serve(args.project_dir, args.port, args.open, args.agent_api, ready_file)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
         root_logger.removeHandler(handler)
 
 
-def _serve(project_dir: str, port: int, open_browser: bool, ready_file: Path | None) -> int:
+def _serve(
+    project_dir: str, port: int, open_browser: bool, agent_api: bool, ready_file: Path | None
+) -> int:
     try:
-        server = start_dev_server(project_dir, port=port, open=open_browser)
+        server = start_dev_server(project_dir, port=port, open=open_browser, agent_api=agent_api)
     except (ConfigInvalid, ProjectAlreadyServed) as exc:
         # The same one-line form as the parser's usage errors; a schema message quotes the
         # offending value, which must not spill onto more lines.

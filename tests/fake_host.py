@@ -6,6 +6,7 @@ Each argument is one action, run in order:
   raw                 put the terminal in raw mode (no echo, no CR/LF translation), at once
   ready               print "ready <pid>"
   env                 print "env <BUNDLE_DEV_SESSION> <TERM> <cwd>"
+  agent               print "agent <BUNDLE_AGENT_URL> <BUNDLE_AGENT_TOKEN>" (None when unset)
   ignore:NAME         ignore a signal (ignore:HUP, ignore:TERM)
   grandchild          fork a child that calls setsid and sleeps holding the PTY open;
                       prints "grandchild <pid>" once it is in its own session
@@ -110,6 +111,10 @@ def main(actions: list[str]) -> int:
         elif name == "env":
             say(
                 f"env {os.environ.get('BUNDLE_DEV_SESSION')} {os.environ.get('TERM')} {os.getcwd()}"
+            )
+        elif name == "agent":
+            say(
+                f"agent {os.environ.get('BUNDLE_AGENT_URL')} {os.environ.get('BUNDLE_AGENT_TOKEN')}"
             )
         elif name == "ignore":
             signal.signal(getattr(signal, "SIG" + arg), signal.SIG_IGN)

@@ -261,12 +261,6 @@ def test_the_root_must_be_an_existing_directory(tmp_path: Path) -> None:
         start_dev_server(tmp_path / "file")
 
 
-def test_the_agent_api_is_refused_not_ignored(project: Path) -> None:
-    with pytest.raises(ValueError, match="agent API"):
-        start_dev_server(project, agent_api=True)
-    assert not (project / ".bundle").exists()
-
-
 def test_open_opens_the_workbench(project: Path) -> None:
     opened: list[str] = []
     with start_dev_server(project, open=True, opener=opened.append) as server:

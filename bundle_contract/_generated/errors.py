@@ -237,6 +237,15 @@ class ReceiptOriginRefused(RequestError):
     http_status: ClassVar[int] = 403
 
 
+class AgentTokenInvalid(RequestError):
+    """Agent endpoint request without its bearer token, with a wrong one, or carrying an Origin
+    header.
+    """
+
+    code: ClassVar[str] = "BX2007"
+    http_status: ClassVar[int] = 401
+
+
 class CursorMalformed(RequestError):
     """Trace or log cursor is not a non-negative safe integer."""
 
@@ -610,6 +619,7 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX2004": ReceiptTokenInvalid,
     "BX2005": ReceiptPeerNotLoopback,
     "BX2006": ReceiptOriginRefused,
+    "BX2007": AgentTokenInvalid,
     "BX3001": CursorMalformed,
     "BX3002": CursorAhead,
     "BX3101": RouteUnknown,
@@ -657,6 +667,7 @@ ERRORS: dict[str, type[ContractError]] = {
 
 __all__ = [
     "ERRORS",
+    "AgentTokenInvalid",
     "ArtifactFileUnusable",
     "AssetNotFound",
     "BindingClosed",
