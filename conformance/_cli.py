@@ -5,6 +5,7 @@
         [--cookie-name NAME] [--receipt-auth 'Header: value {token}'] [--receipt-template F] \\
         [--publish receipt|command] [--publish-command 'CMD {requestId}'] \\
         [--document-route ID] [--long-route ID] [--flood-route ID] \\
+        [--mcp-server NAME] [--mcp-tool NAME] [--mcp-arguments JSON] \\
         [--receipt-token T] [--select 'GUARD-*' ...] [--report json,junit] [--out DIR] \\
         [--expected-failures FILE] [--strict] [--slow] [--host host_a]
     bundle-conformance list [--select GLOB ...] [--strict]
@@ -83,6 +84,11 @@ def parser() -> argparse.ArgumentParser:
     described.add_argument(
         "--flood-route", metavar="ID", help="a route rendering more events than the window holds"
     )
+    described.add_argument("--mcp-server", metavar="NAME", help="an MCP server the kit may use")
+    described.add_argument("--mcp-tool", metavar="NAME", help="a tool of it the kit may call")
+    described.add_argument(
+        "--mcp-arguments", metavar="JSON", help="the tool call's arguments, a JSON object ({})"
+    )
     go.add_argument("--select", nargs="+", default=["*"], metavar="GLOB", help="requirement ids")
     go.add_argument("--report", type=_formats, default=[], help="json,junit")
     go.add_argument("--out", type=Path, default=Path("."), help="where reports are written")
@@ -112,6 +118,9 @@ def described(args: argparse.Namespace) -> dict[str, Any]:
         "document_route": args.document_route,
         "long_route": args.long_route,
         "flood_route": args.flood_route,
+        "mcp_server": args.mcp_server,
+        "mcp_tool": args.mcp_tool,
+        "mcp_arguments": args.mcp_arguments,
     }
     found |= {key: value for key, value in given.items() if value is not None}
     if args.receipt_template is not None:

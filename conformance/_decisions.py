@@ -113,6 +113,23 @@ DECISIONS: dict[str, Decision] = {
             "checks that need a run's id or generation (RUN-002, RUN-004, RUN-005) are not"
             " applicable; a POST is judged to answer a 2xx JSON object",
         ),
+        Decision(
+            "mcp-shape",
+            "the launch list's key, the operations route's answer, the operation union beyond"
+            " tools/call, the MCP trace entries' kinds and details keys, the outcome's"
+            " mcpRequestId as their join key, the Application route's path and query, and the"
+            " installed hosts the launch list consults",
+            "McpLaunchList.json (`{launches}`), `{outcome}` of McpOperationOutcome.json"
+            " (`method`, `mcpRequestId`, `durationMs`, `result` or `error`), McpOperation.json's"
+            " other members (lists, resources/read, prompts/get, completion/complete, ping),"
+            " entries of kind mcp.request and mcp.response or mcp.error with `details.jsonrpcId`"
+            " and `details.method` within mcp-message-bytes and the outcome's mcpRequestId in"
+            " their correlation, links /mcp?session=&tool= or &prompt=, hostAdoption.hosts",
+            "launch groups are found wherever the body lists them, an operation is judged to"
+            " answer 200 with a JSON object, a call's entries are those carrying its"
+            " correlationId (first the request, last the response); only tools/call is sent,"
+            " and the details' keys, kinds and the prompt link are not checked",
+        ),
     )
 }
 PROFILES: dict[str, frozenset[str]] = {

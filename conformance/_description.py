@@ -12,6 +12,9 @@
     long_route = "hangs"                     # a route that runs long enough to cancel
     flood_route = "floods"                   # a route producing more render events than the
                                              # render-history window holds
+    mcp_server = "tools"                     # one of its MCP servers the kit may talk to
+    mcp_tool = "echo"                        # a tool of that server the kit may call
+    mcp_arguments = '{"text": "kit"}'        # the call's arguments, a JSON object ({})
 
 `bundle-conformance decisions` lists the decision names and the checks that need each.
 """
@@ -34,6 +37,9 @@ KEYS = {
     "document_route": str,
     "long_route": str,
     "flood_route": str,
+    "mcp_server": str,
+    "mcp_tool": str,
+    "mcp_arguments": str,
 }
 
 

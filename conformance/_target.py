@@ -7,6 +7,7 @@ A `Target` is a frozen value. The kit only ever talks to `url`'s host and port; 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,6 +18,8 @@ from conformance._decisions import PROFILES, unknown
 PUBLISH = ("receipt", "command")
 # The routes a target names for the invocation checks (Target fields, target-file keys).
 ROUTES = ("document_route", "long_route", "flood_route")
+# What a target names for the MCP checks: one of its MCP servers and a tool of it.
+MCP = ("mcp_server", "mcp_tool")
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,12 @@ class Target:
     `long_route` (one that runs long enough to be cancelled: the kit cancels it at once) and
     `flood_route` (one that produces more render events than the render-history window holds).
     A check needing a route that was not named is SKIPped with the reason.
+
+    Its MCP servers are its own too, and calling a tool is a side effect, so the MCP checks
+    talk only to what it names: `mcp_server` (one of the MCP servers its active epoch declares)
+    and `mcp_tool` (a tool of that server the kit may call), with `mcp_arguments` (the call's
+    arguments, a JSON object as text: `{}` when not given). A check needing one that was not
+    named is SKIPped with the reason.
     """
 
     url: str
@@ -66,6 +75,9 @@ class Target:
     document_route: str | None = None
     long_route: str | None = None
     flood_route: str | None = None
+    mcp_server: str | None = None
+    mcp_tool: str | None = None
+    mcp_arguments: str = "{}"
     decisions: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -84,6 +96,13 @@ class Target:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{name} must be a route id, not {value!r}")
+        for name in MCP:
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{name} must be a name, not {value!r}")
+        if self.mcp_tool is not None and self.mcp_server is None:
+            raise ValueError("mcp_tool names a tool of mcp_server: name the server too")
+        self.mcp_argument_values()  # ValueError unless a JSON object
         implied = {
             "cookie-name": self.cookie is not None,
             "receipt-auth": self.receipt_auth is not None,
@@ -97,6 +116,16 @@ class Target:
             raise ValueError(f"the kit checks plain http servers: {self.url!r}")
         if parts.path not in ("", "/") or parts.query:
             raise ValueError(f"give the server's base URL without a path: {self.url!r}")
+
+    def mcp_argument_values(self) -> dict[str, Any]:
+        """`mcp_arguments` read: the arguments of the kit's call of `mcp_tool`."""
+        try:
+            found = json.loads(self.mcp_arguments) if isinstance(self.mcp_arguments, str) else None
+        except ValueError:
+            found = None
+        if not isinstance(found, dict):
+            raise ValueError(f"mcp_arguments must be a JSON object, not {self.mcp_arguments!r}")
+        return found
 
     @property
     def hostname(self) -> str:

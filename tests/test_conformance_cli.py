@@ -460,6 +460,7 @@ def test_the_decisions_command_names_the_checks_that_need_each(
         "publish",
         "invocation-shape",
         "runtime-run-shape",
+        "mcp-shape",
     }
     assert "needed by trace.cursors for TRACE-028" in out
     assert "needed by invocations.invocation_window for INV-013" in out

@@ -5,6 +5,7 @@ over streamable HTTP: launch lists, operations, the `_meta` copy, errors, the MC
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -481,3 +482,36 @@ def test_the_server_list_shows_each_launch_and_its_session_state(
     assert tools["session"]["serverInfo"]["name"] == "tools"
     assert "tools" in tools["session"]["capabilities"]
     assert listed["silent"]["launches"][0]["session"] == {"state": "closed"}
+
+
+def test_a_new_epoch_that_changes_a_launch_ends_its_old_session(
+    client: Client, server: DevServer
+) -> None:
+    assert server.project is not None
+    old = launch(client, server, "tools")
+    before = call(client, old, "pid")["result"]["structuredContent"]["result"]
+    remote = launch(client, server, "remote")
+    module = server.project.root / "mcp_tools.py"
+    module.write_text(module.read_text() + "\n# a change: a new epoch\n", encoding="utf-8")
+    first = epoch(server)
+    client.request("POST", "/api/project/builds", {})
+    deadline = time.monotonic() + 60
+    while epoch(server) == first:
+        assert time.monotonic() < deadline, "no new epoch"
+        time.sleep(0.05)
+    new = launch(client, server, "tools")
+    assert new != old  # the compiled server's files are the new epoch's: a new launch
+    status, body = operate(client, old, method="ping")
+    assert (status, body["error"]["code"]) == (404, "BX3203")
+    deadline = time.monotonic() + 10
+    while True:  # the old session's server process is ended
+        try:
+            os.kill(before, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, f"process {before} still runs"
+        time.sleep(0.05)
+    assert call(client, new, "pid")["result"]["structuredContent"]["result"] != before
+    # A remote server names nothing of the artifact: the same launch across epochs. (A stdio
+    # server, even a command one, is given the epoch's plugin root: a new launch.)
+    assert launch(client, server, "remote") == remote

@@ -264,13 +264,16 @@ class BundleApp:
             ) from None
         route = self._routes[str(route_id)]
         guard(route, request, self._secrets)
+        # The body (its media type first) before the path and query: the guard's order ends
+        # with the JSON content type and the body, whatever the path names.
+        body = json_body(route, request) if "request" in route else None
         call = Call(
             route=route,
             state=self.state,
             request=request,
             params=path_params(route, values),
             query=query_values(route, request.args),
-            body=json_body(route, request) if "request" in route else None,
+            body=body,
         )
         return self.render(route, self._handlers[route["id"]](call))
 

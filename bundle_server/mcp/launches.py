@@ -14,9 +14,10 @@ installed hosts consulted"):
   kinds installed for that epoch are kept when any install exists (the "installed hosts"):
   a host the server was told not to install is not one that launches the server.
 - A launch's id is `ml_` and 16 hex digits of the identity's digest. An identity that names
-  the artifact runs the epoch's own files (compiled and prebuilt servers), so its digest also
-  covers the epoch: a new epoch is a new launch, and its MCP session starts afresh; a command
-  or remote server that does not change keeps its launch (and its session) across epochs.
+  the artifact runs the epoch's own files (compiled and prebuilt servers) or is given its
+  plugin root (every stdio server gets BUNDLE_PLUGIN_ROOT), so its digest also covers the
+  epoch: a new epoch is a new launch, and its MCP session starts afresh. A remote server names
+  nothing of the artifact and keeps its launch (and its session) across epochs.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ sessions    host sessions: list, ids, bodies, lifecycle, input, resize, the SSE 
 project     project status, the project event replay and stream, manual builds
 invocations route invocations: requests, the list, the envelope, cancel, the stream, the window
 runtime     development runtime runs: requests, the run record, the recent runs, one run
+mcp         MCP launch lists, operations and their bodies, the MCP trace's pairs and links
 """
 
 from conformance.checks import (  # noqa: F401  (imported to register)
@@ -21,6 +22,7 @@ from conformance.checks import (  # noqa: F401  (imported to register)
     guard,
     invocations,
     logs,
+    mcp,
     project,
     receipts,
     responses,
