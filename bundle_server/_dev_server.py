@@ -62,6 +62,7 @@ from bundle_server.sessions.pty._engine import Engine, wait_for
 from bundle_server.sessions.pty._ledger import reap_leftovers
 from bundle_server.sessions.pty._manager import unattached
 from bundle_server.trace.hub import TraceHub
+from bundle_server.workbench.app_frame import AppFrame
 from bundle_server.workbench.handlers import token_parameter
 
 HOST = "127.0.0.1"
@@ -146,6 +147,7 @@ class DevServer:
         # The agent endpoint, when `agent_api` asked for it; its token is its own.
         self.agent: AgentEndpoint | None = None
         self.agent_token = new_token()
+        self.app_frame: AppFrame | None = None
         self.project_events = ProjectHub()
         self._lock_file: ServerLock | None = None
         # Whether `open` reached a browser; None when it was not asked for.
@@ -243,6 +245,9 @@ class DevServer:
         # A bundle.config.py is read by the build only: its dev.hosts apply from the first
         # epoch built with it on (an explicit host_executables still wins per host kind).
         self.project.on_adopted(self._adopt_config_hosts)
+        # MCP App previews run on an origin of their own (see workbench/app_frame.py).
+        self.app_frame = AppFrame(self.url)
+        self.app_frame.start()
         self._app = create_app(
             port=self.port,
             session_token=self.session_token,
@@ -256,6 +261,7 @@ class DevServer:
             invocations=self.invocations,
             runtime=self.runtime,
             mcp=self.mcp,
+            app_frame=self.app_frame.page_url,
         )
         self._shell.start(self._app)
         write_receipt_endpoint(self.project_root, self.url, self.receipt_token)
@@ -372,6 +378,8 @@ class DevServer:
                 self.project_events.close()
                 if self._shell is not None:
                     self._shell.stop()
+                if self.app_frame is not None:
+                    self.app_frame.stop()
             finally:
                 if self._bridge is not None:
                     self._bridge.detach()

@@ -156,6 +156,7 @@ class BundleApp:
         invocations: InvocationService | None = None,
         runtime: RuntimeService | None = None,
         mcp: McpService | None = None,
+        app_frame: str | None = None,
     ) -> None:
         if keepalive is None:
             keepalive = get_spec().limit("stream-keepalive")["maximum"] / 1000
@@ -178,6 +179,7 @@ class BundleApp:
             invocations=invocations,
             runtime=runtime,
             mcp=mcp,
+            app_frame=app_frame,
         )
         self._secrets = Secrets(port, session_token, receipt_token, tuple(dev_origins))
         unguarded = sorted(r["id"] for r in self._routes.values() if r["auth"] not in GUARDED_AUTH)
@@ -321,6 +323,7 @@ def create_app(
     invocations: InvocationService | None = None,
     runtime: RuntimeService | None = None,
     mcp: McpService | None = None,
+    app_frame: str | None = None,
 ) -> BundleApp:
     """The WSGI app of the routes that have a handler (by default every registered one).
 
@@ -329,7 +332,8 @@ def create_app(
     given) the receipt route. `keepalive` overrides the NDJSON keep-alive interval (seconds;
     `stream-keepalive` by default); `sessions` is the host-session manager the session routes
     use, `project` the project loop the project routes read, `invocations` the route
-    invocations, `runtime` the development runtime, `mcp` the MCP sessions. With
+    invocations, `runtime` the development runtime, `mcp` the MCP sessions, `app_frame` the
+    App frame page's URL (the page may frame that origin). With
     `check_responses`, every JSON response is held to its route's schema first (a mismatch is
     a logged 500, never sent). Raises ValueError for a handler without a route row or a route
     whose auth class has no guard yet.
@@ -352,4 +356,5 @@ def create_app(
         invocations=invocations,
         runtime=runtime,
         mcp=mcp,
+        app_frame=app_frame,
     )

@@ -56,6 +56,8 @@ class ServerState:
     runtime: RuntimeService | None = None
     # MCP sessions of the active epoch's servers; None where none are spoken to.
     mcp: McpService | None = None
+    # The App frame's page URL (`workbench.app_frame`); None where Apps cannot be shown.
+    app_frame: str | None = None
 
     def is_host_session(self, session_id: str) -> bool:
         """Whether `session_id` names a host session this server started (AB8266 if not)."""

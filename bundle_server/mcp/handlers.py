@@ -28,8 +28,10 @@ def _service(call: Call) -> McpService:
 
 @handler("mcp.servers")
 def servers(call: Call) -> dict[str, Any]:
-    """The active epoch's servers, their launches and the state of each launch's session."""
-    return _service(call).servers()
+    """The active epoch's servers, their launches and the state of each launch's session, and
+    where their Apps are shown (the App frame page)."""
+    frame = call.state.app_frame
+    return _service(call).servers() | ({"appFrame": frame} if frame else {})
 
 
 @handler("mcp.launches")

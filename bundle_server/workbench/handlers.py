@@ -25,6 +25,7 @@ from functools import cache
 from importlib.resources import files
 from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 from werkzeug.wrappers import Response
 
@@ -54,9 +55,14 @@ def page() -> bytes:
     return files("bundle_server.workbench").joinpath("static/index.html").read_bytes()
 
 
-def page_response() -> Response:
+def page_response(call: Call) -> Response:
     response = Response(page(), status=200, mimetype="text/html")
-    response.headers["Content-Security-Policy"] = POLICY
+    policy = POLICY
+    frame = call.state.app_frame
+    if frame is not None:  # MCP App previews: frames of the App frame's origin only
+        where = urlsplit(frame)
+        policy += f"; frame-src {where.scheme}://{where.netloc}"
+    response.headers["Content-Security-Policy"] = policy
     return response
 
 
@@ -93,7 +99,7 @@ def index(call: Call) -> Response:
     """`/?session=TOKEN` -> cookie + 303 to `/`; plain `/` -> the page."""
     presented = call.query.get(token_parameter(call.route))
     if presented is None:
-        return page_response()
+        return page_response(call)
     if not same_secret(presented, call.state.session_token):
         raise SessionRequired("the session value in the link is not this server's")
     # Back to the page's own path, now without the token in the address bar or history.
@@ -111,44 +117,44 @@ def index(call: Call) -> Response:
 @handler("workbench.trace")
 def trace_page(call: Call) -> Response:
     """`/trace?correlation=<value>`: the page, which filters the trace to that value."""
-    return page_response()
+    return page_response(call)
 
 
 @handler("workbench.sessions")
 def sessions_page(call: Call) -> Response:
-    return page_response()
+    return page_response(call)
 
 
 @handler("workbench.logs")
 def logs_page(call: Call) -> Response:
-    return page_response()
+    return page_response(call)
 
 
 @handler("workbench.project")
 def project_page(call: Call) -> Response:
-    return page_response()
+    return page_response(call)
 
 
 @handler("workbench.routes")
 def routes_page(call: Call) -> Response:
-    return page_response()
+    return page_response(call)
 
 
 @handler("workbench.runtime")
 def runtime_page(call: Call) -> Response:
-    return page_response()
+    return page_response(call)
 
 
 @handler("workbench.mcp")
 def mcp_page(call: Call) -> Response:
     """`/mcp?session=<launch>&tool=<name>`: the MCP view, opened on that session and tool."""
-    return page_response()
+    return page_response(call)
 
 
 @handler("workbench.protocol")
 def protocol_page(call: Call) -> Response:
     """`/advanced/protocol?session=<launch>`: every JSON-RPC message of that MCP session."""
-    return page_response()
+    return page_response(call)
 
 
 @handler("workbench.asset")
