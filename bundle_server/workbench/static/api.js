@@ -102,3 +102,28 @@ export function follow(path, { after = 0, onFrame, sequenceOf }) {
     },
   };
 }
+
+/** Read server-sent events from `response` until it ends: `onEvent(name, data)` for each. */
+export async function readEvents(response, onEvent) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let name = "message";
+      let data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) name = line.slice(7);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      if (!data) continue; // a comment (keep-alive)
+      onEvent(name, JSON.parse(data));
+    }
+  }
+}

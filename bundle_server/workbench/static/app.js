@@ -3,7 +3,9 @@
 import { connection, follow, getJSON } from "/assets/api.js";
 import { h, replace } from "/assets/dom.js";
 import * as logs from "/assets/view-logs.js";
+import * as mcp from "/assets/view-mcp.js";
 import * as project from "/assets/view-project.js";
+import * as protocol from "/assets/view-protocol.js";
 import * as routes from "/assets/view-routes.js";
 import * as runtime from "/assets/view-runtime.js";
 import * as sessions from "/assets/view-sessions.js";
@@ -17,6 +19,8 @@ const VIEWS = {
   "/project": project,
   "/routes": routes,
   "/runtime": runtime,
+  "/mcp": mcp,
+  "/advanced/protocol": protocol,
 };
 const main = document.getElementById("view");
 let current = null;

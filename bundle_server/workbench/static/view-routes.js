@@ -9,7 +9,7 @@
 // them with the window the server kept (its newest 256 events / 2 MiB, `retention` when it
 // evicted any) and adds the Agent Document, result, outcome, diagnostics and timings. Past
 // invocations (newest first) open the same display; `/routes?invocation=<id>` opens one.
-import { ApiError, connection, getJSON, postJSON } from "/assets/api.js";
+import { ApiError, connection, getJSON, postJSON, readEvents } from "/assets/api.js";
 import { h, replace, time } from "/assets/dom.js";
 
 export const title = "Routes";
@@ -36,31 +36,6 @@ function parseJSON(text, allowBlank) {
     return { value: JSON.parse(text) };
   } catch (error) {
     return { error: error.message };
-  }
-}
-
-/** Read server-sent events from `response` until it ends: `onEvent(name, data)` for each. */
-async function readEvents(response, onEvent) {
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buffer += decoder.decode(value, { stream: true });
-    let end;
-    while ((end = buffer.indexOf("\n\n")) >= 0) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      let name = "message";
-      let data = "";
-      for (const line of block.split("\n")) {
-        if (line.startsWith("event: ")) name = line.slice(7);
-        else if (line.startsWith("data: ")) data += line.slice(6);
-      }
-      if (!data) continue; // a comment (keep-alive)
-      onEvent(name, JSON.parse(data));
-    }
   }
 }
 

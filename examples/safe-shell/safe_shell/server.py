@@ -17,8 +17,41 @@ from safe_shell.rules import DESTRUCTIVE, why_destructive
 
 REPORT_UI = "ui://safe-shell/report.html"
 REPORT_HTML = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Command report</title></head>
-<body><h1>Command report</h1><p id="verdict">Waiting for the tool's result.</p></body></html>
+<html lang="en"><head><meta charset="utf-8"><title>Command report</title>
+<style>body { font: 14px system-ui, sans-serif; margin: 12px; }</style></head>
+<body><h1>Command report</h1>
+<p id="verdict">Waiting for the tool's result.</p>
+<ol id="heard" aria-label="Notifications"></ol>
+<script>
+// An MCP App: ask the host to initialize, then show what the tool call brings.
+const heard = document.getElementById("heard");
+const verdict = document.getElementById("verdict");
+function post(message) { window.parent.postMessage(message, "*"); }
+window.addEventListener("message", (event) => {
+  const message = event.data || {};
+  if (message.jsonrpc !== "2.0") return;
+  if (message.id === 1 && message.result) {
+    post({ jsonrpc: "2.0", method: "ui/notifications/initialized" });
+    return;
+  }
+  if (!message.method) return;
+  const item = document.createElement("li");
+  item.textContent = message.method;
+  heard.append(item);
+  if (message.method === "ui/notifications/tool-input") {
+    verdict.textContent = "Checking " + JSON.stringify(message.params.arguments.command) + "...";
+  } else if (message.method === "ui/notifications/tool-result") {
+    const first = (message.params.content || [])[0];
+    verdict.textContent = first && first.text ? first.text : "done";
+  } else if (message.method === "ui/notifications/tool-cancelled") {
+    verdict.textContent = "The call was cancelled.";
+  }
+});
+post({ jsonrpc: "2.0", id: 1, method: "ui/initialize",
+       params: { appInfo: { name: "command-report", version: "1" }, appCapabilities: {},
+                 protocolVersion: "2026-01-26" } });
+</script>
+</body></html>
 """
 
 # The App's tool and view are declared before the server, which takes them in as it is made.

@@ -1,0 +1,270 @@
+// Protocol: every JSON-RPC message of one MCP session (`/advanced/protocol?session=<launchId>`),
+// as the unified trace recorded it (source `mcp`, correlation.mcpSessionId = the launch id):
+// the retained history replayed once (GET /api/trace), then live from the trace stream. Newest
+// last; a text filter over method and summary; each row opens to its correlation and details.
+// Without `?session=` the page lists the active epoch's launches to choose from.
+import { follow, getJSON } from "/assets/api.js";
+import { h, replace, time } from "/assets/dom.js";
+import { correlationHref } from "/assets/trace-filter.js";
+
+export const title = "MCP protocol";
+
+// The newest rows shown at once; the page keeps as many entries as the trace retains.
+const SHOW = 2000;
+const KEEP = 10000;
+const COLUMNS = ["", "#", "time", "direction", "kind", "method", "JSON-RPC id", "status", "ms", "summary"];
+const DIRECTIONS = { out: "→ out", in: "← in" };
+
+function methodOf(entry) {
+  const details = entry.details || {};
+  return typeof details.method === "string" ? details.method : "";
+}
+
+function statusOf(entry) {
+  if (entry.status) return entry.status;
+  return entry.kind === "mcp.notification" ? "notification" : "";
+}
+
+async function chooser(container) {
+  const note = h("p", { className: "muted" }, "Loading the active epoch's MCP launches…");
+  const list = h("ul", { className: "protocol-sessions", "aria-label": "MCP sessions" });
+  replace(
+    container,
+    h("div", { className: "protocol-view" }, h("h2", {}, "MCP protocol messages"), note, list),
+  );
+  try {
+    const listed = await getJSON("/api/mcp/servers");
+    const rows = listed.servers.flatMap((server) =>
+      server.launches.map((launch) =>
+        h(
+          "li",
+          {},
+          h("a", { href: `/advanced/protocol?session=${encodeURIComponent(launch.launchId)}` }, launch.launchId),
+          ` ${server.name} for ${launch.targets.join(", ")} (${launch.session.state})`,
+        ),
+      ),
+    );
+    replace(list, rows);
+    note.textContent = rows.length ? "Choose a session:" : "The active epoch has no MCP servers.";
+  } catch (error) {
+    note.textContent = `MCP servers: ${error.message}`;
+  }
+}
+
+export function mount(container, params) {
+  const session = params.get("session") || "";
+  if (!session) {
+    chooser(container);
+    return { unmount() {} };
+  }
+  let closed = false;
+  let stream = null;
+  let frame = 0;
+  let lastSequence = 0;
+  let server = "";
+  const entries = [];
+  const incoming = [];
+  const expanded = new Set(); // sequences whose details row is open
+  let query = "";
+
+  const heading = h("h2", {}, "Protocol messages");
+  const back = h("a", { href: `/mcp?session=${encodeURIComponent(session)}` }, "MCP view of this session");
+  const filter = h("input", {
+    type: "search",
+    size: 28,
+    placeholder: "method or summary",
+    "aria-label": "Filter messages",
+  });
+  const counts = h("span", { className: "muted counts", role: "status" });
+  const gapNote = h("p", { className: "retention", hidden: true });
+  const error = h("p", { className: "error", role: "alert" });
+  const body = h("tbody");
+  const table = h(
+    "table",
+    { className: "protocol-table", "aria-label": "Protocol messages" },
+    h("thead", {}, h("tr", {}, COLUMNS.map((name) => h("th", { scope: "col" }, name)))),
+    body,
+  );
+  const view = h(
+    "div",
+    { className: "protocol-view" },
+    h("div", { className: "toolbar" }, heading, h("code", {}, session), back),
+    h("div", { className: "toolbar" }, h("label", {}, "Filter ", filter), counts),
+    gapNote,
+    error,
+    table,
+  );
+  replace(container, view);
+  filter.addEventListener("input", () => {
+    query = filter.value.trim().toLowerCase();
+    render();
+  });
+
+  function passes(entry) {
+    if (!query) return true;
+    return `${methodOf(entry)}\n${entry.summary}\n${entry.kind}`.toLowerCase().includes(query);
+  }
+
+  function rows(entry) {
+    const details = entry.details || {};
+    const detailsId = `protocol-details-${entry.sequence}`;
+    const open = expanded.has(entry.sequence);
+    const toggle = h(
+      "button",
+      {
+        type: "button",
+        className: "expand",
+        "aria-expanded": String(open),
+        "aria-controls": detailsId,
+        "aria-label": `Details of #${entry.sequence} ${methodOf(entry) || entry.kind}`,
+      },
+      open ? "▾" : "▸",
+    );
+    const extra = h(
+      "tr",
+      { id: detailsId, className: "protocol-details", hidden: !open },
+      h("td", { colSpan: COLUMNS.length }, open ? detailsOf(entry) : null),
+    );
+    toggle.addEventListener("click", () => {
+      const opening = !expanded.has(entry.sequence);
+      if (opening) expanded.add(entry.sequence);
+      else expanded.delete(entry.sequence);
+      toggle.setAttribute("aria-expanded", String(opening));
+      toggle.textContent = opening ? "▾" : "▸";
+      extra.hidden = !opening;
+      replace(extra.firstChild, opening ? detailsOf(entry) : null);
+    });
+    const row = h(
+      "tr",
+      {
+        className: `protocol-row${entry.status === "error" ? " error" : ""}`,
+        "data-sequence": entry.sequence,
+        "data-kind": entry.kind,
+        "data-method": methodOf(entry),
+      },
+      h("td", {}, toggle),
+      h("td", {}, entry.sequence),
+      h("td", {}, time(entry.occurredAt)),
+      h("td", {}, DIRECTIONS[details.direction] || ""),
+      h("td", {}, entry.kind),
+      h("td", { className: "method" }, methodOf(entry)),
+      h("td", {}, details.jsonrpcId === undefined ? "" : String(details.jsonrpcId)),
+      h("td", {}, h("span", { className: "state", "data-state": statusOf(entry) }, statusOf(entry))),
+      h("td", {}, entry.durationMs === undefined ? "" : entry.durationMs),
+      h("td", { className: "summary" }, entry.summary),
+    );
+    return [row, extra];
+  }
+
+  function detailsOf(entry) {
+    const correlation = Object.entries(entry.correlation || {});
+    return h(
+      "div",
+      { className: "protocol-detail" },
+      h(
+        "dl",
+        {},
+        correlation.flatMap(([key, value]) => [
+          h("dt", {}, key),
+          h("dd", {}, h("a", { href: correlationHref(value, key), title: `The trace of ${key} ${value}` }, value)),
+        ]),
+      ),
+      h(
+        "pre",
+        { className: "details-json", tabIndex: 0, "aria-label": "Details JSON" },
+        JSON.stringify(entry.details, null, 2),
+      ),
+    );
+  }
+
+  function render() {
+    const passing = entries.filter(passes);
+    const shown = passing.slice(-SHOW);
+    replace(body, shown.flatMap(rows));
+    showCounts(passing.length, shown.length);
+  }
+
+  function showCounts(passing, shown) {
+    const of = query ? `${passing} matching of ${entries.length}` : `${entries.length}`;
+    counts.textContent = `${of} messages` + (shown < passing ? ` · the newest ${shown} shown` : "");
+    view.dataset.count = String(shown);
+  }
+
+  function receive(item) {
+    if (item.type === "trace.gap") {
+      gapNote.hidden = false;
+      gapNote.textContent = "Older trace entries are no longer kept: the first messages of this session may be gone.";
+      return;
+    }
+    if (item.type !== "trace.entry") return;
+    const entry = item.entry;
+    if (entry.sequence <= lastSequence) return; // a resumed stream may repeat the edge
+    lastSequence = entry.sequence;
+    if (entry.source !== "mcp" || !entry.correlation || entry.correlation.mcpSessionId !== session) return;
+    incoming.push(entry);
+    if (!frame) frame = requestAnimationFrame(flush);
+  }
+
+  function flush() {
+    frame = 0;
+    if (closed || !incoming.length) return;
+    const batch = incoming.splice(0);
+    entries.push(...batch);
+    if (!server) {
+      const named = batch.find((entry) => entry.details && entry.details.server);
+      if (named) {
+        server = named.details.server;
+        heading.textContent = `Protocol messages of ${server}`;
+      }
+    }
+    if (entries.length > KEEP) {
+      entries.splice(0, entries.length - KEEP);
+      render();
+      return;
+    }
+    const passing = batch.filter(passes);
+    const fragment = document.createDocumentFragment();
+    for (const entry of passing) fragment.append(...rows(entry));
+    body.append(fragment);
+    // The table keeps the newest SHOW rows (two <tr> each).
+    while (body.childElementCount > SHOW * 2) {
+      body.firstElementChild.remove();
+      body.firstElementChild.remove();
+    }
+    const matching = query ? entries.filter(passes).length : entries.length;
+    showCounts(matching, body.childElementCount / 2);
+  }
+
+  async function start() {
+    let after = 0;
+    try {
+      const replay = await getJSON("/api/trace?after=0");
+      if (closed) return;
+      if (replay.gap) receive(replay.gap);
+      for (const entry of replay.entries) receive({ type: "trace.entry", entry });
+      after = replay.latestSequence;
+      if (frame) cancelAnimationFrame(frame);
+      flush();
+    } catch (caught) {
+      if (closed) return;
+      error.textContent = `Could not load the trace: ${caught.message}`;
+    }
+    showCounts(entries.length, body.childElementCount / 2);
+    view.dataset.ready = "true";
+    stream = follow("/api/trace/stream", {
+      after,
+      sequenceOf: (f) =>
+        f.type === "trace.entry" ? f.entry.sequence : f.type === "trace.gap" ? f.firstAvailableSequence - 1 : undefined,
+      onFrame: receive,
+    });
+  }
+
+  start();
+  return {
+    unmount() {
+      closed = true;
+      if (stream) stream.close();
+      if (frame) cancelAnimationFrame(frame);
+    },
+  };
+}

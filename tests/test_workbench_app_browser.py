@@ -1,0 +1,81 @@
+"""An MCP App preview in headless Chromium, on the example project (its `command_report`
+tool has an App): calling the tool shows the App in a frame of the App frame origin (another
+loopback port), the App is initialized by the Workbench as its host and receives the call's
+tool-input and then its single tool-result over postMessage, and the binding's state shows."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from _browser import Browser, Problems, WorkbenchServer, screenshot, signed_in, workbench_server
+from playwright.sync_api import Page, expect
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "safe-shell"
+FIRST = 30_000  # the first operation starts the MCP server process
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkbenchServer]:
+    root = tmp_path_factory.mktemp("app")
+    shutil.copytree(EXAMPLE, root / "project")  # workbench_server serves root/project as it is
+    with workbench_server(root) as running:
+        yield running
+
+
+@pytest.fixture
+def page(browser: Browser, server: WorkbenchServer) -> Iterator[tuple[Page, Problems]]:
+    with signed_in(browser, server) as (page, problems):
+        deadline = time.monotonic() + 60
+        while not page.request.get(f"{server.url}/api/mcp/servers").json()["servers"]:
+            assert time.monotonic() < deadline, "the example never built"
+            time.sleep(0.1)
+        yield page, problems
+
+
+def test_a_tool_with_an_app_shows_it_on_its_own_origin_with_its_notifications(
+    page: tuple[Page, Problems], server: WorkbenchServer
+) -> None:
+    tab, _ = page
+    listed = tab.request.get(f"{server.url}/api/mcp/servers").json()
+    session = listed["servers"][0]["launches"][0]["launchId"]
+    tab.goto(f"{server.url}/mcp?session={session}&tool=command_report")
+    form = tab.get_by_role("form", name="Call command_report")
+    expect(form).to_be_visible(timeout=FIRST)
+    pane = tab.get_by_role("region", name="App preview")
+    expect(pane).to_contain_text("ui://safe-shell/report.html")
+    form.get_by_label("command", exact=True).fill("rm -rf /")
+    form.get_by_role("button", name="Call").click()
+    frame = pane.locator("iframe.app-frame")
+    expect(frame).to_have_count(1, timeout=FIRST)
+    source = frame.get_attribute("src") or ""
+    assert urlsplit(source).netloc != urlsplit(server.url).netloc  # another origin
+    assert source == listed["appFrame"]
+    app = tab.frame_locator("iframe.app-frame").frame_locator("iframe")
+    expect(app.locator("#verdict")).to_have_text(
+        "'rm -rf /' is refused: deletes the filesystem root", timeout=FIRST
+    )
+    heard = app.get_by_role("list", name="Notifications").get_by_role("listitem")
+    expect(heard).to_have_text(["ui/notifications/tool-input", "ui/notifications/tool-result"])
+    expect(pane).to_have_attribute("data-state", "settled")
+    expect(pane.get_by_role("status")).to_have_text("binding settled")
+    expect(pane.get_by_role("button", name="Cancel call")).to_be_disabled()
+    screenshot(tab, "mcp-app")
+
+
+def test_the_app_frame_cannot_reach_the_workbench(
+    page: tuple[Page, Problems], server: WorkbenchServer
+) -> None:
+    tab, _ = page
+    frame_page = tab.request.get(f"{server.url}/api/mcp/servers").json()["appFrame"]
+    answer = tab.request.get(frame_page)
+    policy = answer.headers["content-security-policy"]
+    assert f"frame-ancestors {server.url}" in policy and "connect-src" not in policy
+    # The frame origin serves nothing of the Workbench: no API, no page.
+    origin = f"{urlsplit(frame_page).scheme}://{urlsplit(frame_page).netloc}"
+    assert tab.request.get(f"{origin}/api/mcp/servers").status == 404
+    assert tab.request.get(f"{origin}/").status == 404
