@@ -6,6 +6,7 @@
         [--publish receipt|command] [--publish-command 'CMD {requestId}'] \\
         [--document-route ID] [--long-route ID] [--flood-route ID] \\
         [--mcp-server NAME] [--mcp-tool NAME] [--mcp-arguments JSON] \\
+        [--mcp-meta-tool NAME] [--mcp-crash-tool NAME] \\
         [--receipt-token T] [--select 'GUARD-*' ...] [--report json,junit] [--out DIR] \\
         [--expected-failures FILE] [--strict] [--slow] [--host host_a]
     bundle-conformance list [--select GLOB ...] [--strict]
@@ -89,6 +90,12 @@ def parser() -> argparse.ArgumentParser:
     described.add_argument(
         "--mcp-arguments", metavar="JSON", help="the tool call's arguments, a JSON object ({})"
     )
+    described.add_argument(
+        "--mcp-meta-tool", metavar="NAME", help="a tool of it answering the _meta it received"
+    )
+    described.add_argument(
+        "--mcp-crash-tool", metavar="NAME", help="a tool of it whose call ends its process"
+    )
     go.add_argument("--select", nargs="+", default=["*"], metavar="GLOB", help="requirement ids")
     go.add_argument("--report", type=_formats, default=[], help="json,junit")
     go.add_argument("--out", type=Path, default=Path("."), help="where reports are written")
@@ -121,6 +128,8 @@ def described(args: argparse.Namespace) -> dict[str, Any]:
         "mcp_server": args.mcp_server,
         "mcp_tool": args.mcp_tool,
         "mcp_arguments": args.mcp_arguments,
+        "mcp_meta_tool": args.mcp_meta_tool,
+        "mcp_crash_tool": args.mcp_crash_tool,
     }
     found |= {key: value for key, value in given.items() if value is not None}
     if args.receipt_template is not None:

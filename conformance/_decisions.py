@@ -130,6 +130,19 @@ DECISIONS: dict[str, Decision] = {
             " correlationId (first the request, last the response); only tools/call is sent,"
             " and the details' keys, kinds and the prompt link are not checked",
         ),
+        Decision(
+            "mcp-app-shape",
+            "the App mount's body and answer, a binding's id and states, the binding result's"
+            " answer beyond `accepted`, and how a binding's notifications can be observed",
+            "McpAppMountRequest.json (`{toolName, input}`, a `result` refused), 201 `{binding}`"
+            " of McpAppBinding.json (`bindingId`, `state` pending, settled or closed),"
+            " McpBindingResultResponse.json (`{accepted, binding}`), and the binding's"
+            " notifications stream (`notification` events carrying the JSON-RPC notification,"
+            " then `end` with the binding once settled or closed)",
+            "a mount is sent as `{toolName, input}` and judged to answer a 2xx JSON object"
+            " carrying a `bindingId`, a result's answer by its `accepted` alone; the stream is"
+            " not read, so the single terminal notification (MCP-008) is not applicable",
+        ),
     )
 }
 PROFILES: dict[str, frozenset[str]] = {

@@ -15,6 +15,8 @@
     mcp_server = "tools"                     # one of its MCP servers the kit may talk to
     mcp_tool = "echo"                        # a tool of that server the kit may call
     mcp_arguments = '{"text": "kit"}'        # the call's arguments, a JSON object ({})
+    mcp_meta_tool = "seen_meta"              # a tool of it answering the `_meta` it received
+    mcp_crash_tool = "crash"                 # a tool of it whose call ends the server's process
 
 `bundle-conformance decisions` lists the decision names and the checks that need each.
 """
@@ -40,6 +42,8 @@ KEYS = {
     "mcp_server": str,
     "mcp_tool": str,
     "mcp_arguments": str,
+    "mcp_meta_tool": str,
+    "mcp_crash_tool": str,
 }
 
 

@@ -18,8 +18,8 @@ from conformance._decisions import PROFILES, unknown
 PUBLISH = ("receipt", "command")
 # The routes a target names for the invocation checks (Target fields, target-file keys).
 ROUTES = ("document_route", "long_route", "flood_route")
-# What a target names for the MCP checks: one of its MCP servers and a tool of it.
-MCP = ("mcp_server", "mcp_tool")
+# What a target names for the MCP checks: one of its MCP servers and tools of it.
+MCP = ("mcp_server", "mcp_tool", "mcp_meta_tool", "mcp_crash_tool")
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,12 @@ class Target:
     Its MCP servers are its own too, and calling a tool is a side effect, so the MCP checks
     talk only to what it names: `mcp_server` (one of the MCP servers its active epoch declares)
     and `mcp_tool` (a tool of that server the kit may call), with `mcp_arguments` (the call's
-    arguments, a JSON object as text: `{}` when not given). A check needing one that was not
-    named is SKIPped with the reason.
+    arguments, a JSON object as text: `{}` when not given), `mcp_meta_tool` (a tool of that
+    server answering the `_meta` it received, as JSON text or structuredContent: the kit
+    calls it without arguments, with and without a correlationId) and `mcp_crash_tool` (a
+    tool of that server whose call ends the server's process, called without arguments: the
+    kit ends the MCP session with it to see an App binding closed). A check needing one that
+    was not named is SKIPped with the reason.
     """
 
     url: str
@@ -78,6 +82,8 @@ class Target:
     mcp_server: str | None = None
     mcp_tool: str | None = None
     mcp_arguments: str = "{}"
+    mcp_meta_tool: str | None = None
+    mcp_crash_tool: str | None = None
     decisions: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -100,8 +106,9 @@ class Target:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{name} must be a name, not {value!r}")
-        if self.mcp_tool is not None and self.mcp_server is None:
-            raise ValueError("mcp_tool names a tool of mcp_server: name the server too")
+        for name in MCP[1:]:
+            if getattr(self, name) is not None and self.mcp_server is None:
+                raise ValueError(f"{name} names a tool of mcp_server: name the server too")
         self.mcp_argument_values()  # ValueError unless a JSON object
         implied = {
             "cookie-name": self.cookie is not None,

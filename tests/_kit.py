@@ -94,14 +94,21 @@ def serve(
             bridge.detach()
 
 
-def route_project(root: Path) -> Path:
-    """A bundle project at `root` whose routes are ROUTES."""
+def route_project(
+    root: Path, members: dict[str, Any] | None = None, files: dict[str, str] | None = None
+) -> Path:
+    """A bundle project at `root` whose routes are ROUTES (and more config `members` and
+    `files`)."""
     routes = [
         {"id": name, "handler": f"bundle_routes:{name}", "families": ["stop"]}
         for name in ROUTE_TARGET.values()
     ]
     routes[0]["inputSchema"] = REVIEW_INPUT  # the document route declares its input
-    return write_project(root, config(routes=routes), files={"bundle_routes.py": ROUTES})
+    return write_project(
+        root,
+        config(routes=routes, **(members or {})),
+        files={"bundle_routes.py": ROUTES, **(files or {})},
+    )
 
 
 def wait_active(server: DevServer, timeout: float = 60.0) -> DevServer:

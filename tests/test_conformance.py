@@ -69,9 +69,9 @@ def ids(*spans: str) -> set[str]:
 
 
 # Every requirement this server must pass over HTTP (the rest of the table is excluded
-# or belongs to later capabilities: the MCP App bindings, evaluation runs). The MCP launch,
-# operation and trace rows that need a named MCP server pass in test_conformance_mcp.py: this
-# project declares none, so here they SKIP (KNOWN_SKIPS).
+# or belongs to later capabilities: evaluation runs). The MCP launch, operation, `_meta`, trace
+# and App binding rows that need a named MCP server pass in test_conformance_mcp.py and
+# test_conformance_mcp_apps.py: this project declares none, so here they SKIP (KNOWN_SKIPS).
 IN_SCOPE = (
     ids("GUARD-001..003", "GUARD-005..012", "GUARD-015..019", "GUARD-022..025")
     | ids("GUARD-027..028", "SRV-004..007", "AUTH-001..002", "AUTH-004", "AUTH-006..007")
@@ -83,11 +83,15 @@ IN_SCOPE = (
     | ids("INV-001..039", "ERR-001", "LIM-001..003", "RUN-001..006")
     | ids("WB-001..002")
     | ids("MCP-005", "MCP-010..011", "MCP-014..015", "MCP-017..021", "LIM-009")
+    | ids("MCP-001..004", "MCP-006..009", "MCP-016", "ERR-002")
 )
 # In scope but not observable on this server, with the reason the kit gives.
 KNOWN_SKIPS: dict[str, str] = {
     "INV-035": "BX3102 answers only before",  # its project built
-    **dict.fromkeys(ids("MCP-011", "MCP-017..021"), "--mcp-server NAME"),  # no MCP server
+    **dict.fromkeys(
+        ids("MCP-011", "MCP-017..021", "MCP-001..004", "MCP-008..009", "MCP-016", "ERR-002"),
+        "--mcp-server NAME",
+    ),  # no MCP server
 }
 SLOW = {requirement for c in registered() if c.slow for requirement in c.ids}
 # The slow session check (the 15 s keep-alive) runs with a short seam in

@@ -73,7 +73,7 @@ def test_list_names_every_requirement_with_its_coverage(capsys: pytest.CaptureFi
     assert by_id["SRV-003"][2] == "excluded"  # check = none: the row's own why
     assert by_id["HS-001"][2] == "tested"
     assert by_id["INV-001"][2] == "tested"
-    assert by_id["MCP-001"][2] == "untested"  # MCP operations come later
+    assert by_id["MCP-001"][2] == "tested"  # the App bindings
     # A library row is tested only by the tests it names, and says which.
     library = [r for r in requirements() if r["check"] == "library"]
     named = next(r for r in library if r.get("verified_by"))
@@ -88,7 +88,13 @@ def test_list_names_every_requirement_with_its_coverage(capsys: pytest.CaptureFi
 
 
 def test_list_strict_fails_on_untested_rows(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["list", "--strict", "--select", "MCP-001"]) == 1
+    # A library or process row no test is named for (its verified_by) is untested.
+    bare = next(
+        r["id"]
+        for r in requirements()
+        if r["check"] in ("library", "process") and not r.get("verified_by")
+    )
+    assert main(["list", "--strict", "--select", bare]) == 1
     assert main(["list", "--strict", "--select", "GUARD-00[1-3]"]) == 0
     capsys.readouterr()
 
@@ -461,11 +467,13 @@ def test_the_decisions_command_names_the_checks_that_need_each(
         "invocation-shape",
         "runtime-run-shape",
         "mcp-shape",
+        "mcp-app-shape",
     }
     assert "needed by trace.cursors for TRACE-028" in out
     assert "needed by invocations.invocation_window for INV-013" in out
     assert "needed by receipts.receipt_accepted for RCPT-007 GUARD-024" in out
     assert "needed by workbench.session_issuance" in out
+    assert "needed by mcp_apps.mcp_app_race for MCP-008" in out
 
 
 def test_the_seed_profile_is_the_default_and_a_target_file_describes_the_rest(

@@ -1,10 +1,11 @@
 """The kit's MCP checks (conformance/checks/mcp.py) against our server on a project with real MCP
-servers (tests/_mcp.py; the kit is told of the compiled `tools` server and its `echo` tool):
-they pass with the server and tool named, SKIP with the reason without them, judge only what
-the seed fixes in the seed profile, and fail against variants of the server whose response
-entries lack the duration or carry another mcpRequestId, whose tool calls link to the
-protocol page, or whose operations route accepts `_meta` (each variant is patched into the
-running server for one test)."""
+servers (tests/_mcp.py; the kit is told of the compiled `tools` server, its `echo` tool and its
+`seen_meta` tool answering the `_meta` it received): they pass with the server and tools named,
+SKIP with the reason without them, judge only what the seed fixes in the seed profile, and fail
+against variants of the server whose response entries lack the duration or carry another
+mcpRequestId, whose tool calls link to the protocol page, whose operations route accepts
+`_meta`, or which does not copy the correlationId into `_meta` (each variant is patched into
+the running server for one test)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ MCP_TARGET: dict[str, Any] = {
     "mcp_server": "tools",
     "mcp_tool": "echo",
     "mcp_arguments": '{"text": "kit"}',
+    "mcp_meta_tool": "seen_meta",
 }
 # The rows judged without a named server: the request errors and the bodies.
 WITHOUT_SERVER = {"MCP-005", "MCP-010", "MCP-014", "MCP-015", "LIM-009"}
@@ -54,6 +56,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
 
 def target(server: DevServer, **settings: Any) -> Target:
     found = {"profile": "devkit", **MCP_TARGET} | settings
+    if found["mcp_server"] is None:  # the tools are the named server's
+        found |= {"mcp_tool": None, "mcp_meta_tool": None}
     return Target(server.url, server.session_token, server.receipt_token, **found)
 
 
@@ -66,8 +70,8 @@ def assert_fails_exactly(report: Report, expected: set[str]) -> None:
     assert all(report.result(i).status is Status.FAIL for i in expected)
 
 
-def test_the_checks_cover_the_launch_operation_and_trace_rows() -> None:
-    rows = ("005", "010", "011", "014", "015", "017", "018", "019", "020", "021")
+def test_the_checks_cover_the_launch_operation_meta_and_trace_rows() -> None:
+    rows = ("005", "010", "011", "014", "015", "016", "017", "018", "019", "020", "021")
     expected = sorted([*(f"MCP-{n}" for n in rows), "LIM-009"])
     assert expected == IDS
 
@@ -102,6 +106,17 @@ def test_without_a_tool_the_checks_that_call_one_skip_and_say_how_to_name_it(
         assert result.status is Status.SKIP, describe(report, {requirement})
         assert "--mcp-tool NAME and --mcp-arguments JSON" in result.reason
         assert "mcp_tool and mcp_arguments in the target file" in result.reason
+
+
+def test_without_a_meta_tool_the_meta_row_skips_and_says_how_to_name_it(
+    server: DevServer,
+) -> None:
+    report = run_kit(target(server, mcp_meta_tool=None), *IDS)
+    result = report.result("MCP-016")
+    assert result.status is Status.SKIP, describe(report)
+    assert "--mcp-meta-tool NAME" in result.reason
+    assert "mcp_meta_tool in the target file" in result.reason
+    assert {r.status for r in report.results if r.requirement != "MCP-016"} == {Status.PASS}
 
 
 def test_the_seed_profile_judges_what_the_seed_fixes(server: DevServer) -> None:
@@ -203,23 +218,62 @@ def test_an_operations_route_accepting_meta_fails_the_meta_rule(
     assert run_kit(target(server), "MCP-015").ok()
 
 
+def test_a_server_not_copying_the_correlation_id_into_meta_fails_the_meta_rule(
+    server: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(service, "CORRELATION_META", "bundle/elsewhere")  # a key of its own
+    report = run_kit(target(server), *IDS)
+    assert_fails_exactly(report, {"MCP-016"})
+    assert "carried bundle/correlationId none" in report.result("MCP-016").reason
+    seed = run_kit(target(server, profile="seed"), "MCP-016")
+    assert_fails_exactly(seed, {"MCP-016"})  # the copy is the seed's
+    monkeypatch.undo()
+    assert run_kit(target(server), "MCP-016").ok()
+
+
+def test_a_meta_tool_answering_a_stale_correlation_id_fails_the_meta_rule(
+    server: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    operate = service.McpService.operate
+
+    def sticky(self: service.McpService, session_id: str, operation: Any) -> dict[str, Any]:
+        if operation.get("method") == "tools/call":  # every call carries the first id
+            operation = {"correlationId": "conformance-stale"} | dict(operation)
+        return operate(self, session_id, operation)
+
+    monkeypatch.setattr(service.McpService, "operate", sticky)
+    report = run_kit(target(server), "MCP-016")
+    assert_fails_exactly(report, {"MCP-016"})
+    assert "'conformance-stale', not none" in report.result("MCP-016").reason
+    monkeypatch.undo()
+
+
 def test_the_server_and_tool_are_named_in_the_target_file_or_on_the_command_line(
     server: DevServer, tmp_path: Path
 ) -> None:
     file = tmp_path / "target.toml"
     file.write_text(
         'profile = "devkit"\nmcp_server = "tools"\nmcp_tool = "echo"\n'
-        'mcp_arguments = \'{"text": "kit"}\'\n',
+        'mcp_arguments = \'{"text": "kit"}\'\nmcp_meta_tool = "seen_meta"\n',
         encoding="utf-8",
     )
     assert load(file) == {"profile": "devkit", **MCP_TARGET}
-    run = ["run", "--url", server.url, "--session", server.session_token, "--select", "MCP-02?"]
+    run = ["run", "--url", server.url, "--session", server.session_token]
+    run += ["--select", "MCP-016", "MCP-02?"]
     assert main([*run, "--target-file", str(file)]) == 0
     flags = [f"--{key.replace('_', '-')}={value}" for key, value in MCP_TARGET.items()]
     assert main([*run, "--profile", "devkit", *flags]) == 0
     assert main([*run, "--mcp-server", "tools", "--mcp-tool", "echo", "--mcp-arguments", "[]"]) == 2
     assert main([*run, "--mcp-tool", "echo"]) == 2
-    for wrong in ({"mcp_server": ""}, {"mcp_arguments": "{"}, {"mcp_arguments": "7"}):
+    assert main([*run, "--mcp-meta-tool", "seen_meta"]) == 2  # a tool of which server?
+    wrongs: list[dict[str, Any]] = [
+        {"mcp_server": ""},
+        {"mcp_arguments": "{"},
+        {"mcp_arguments": "7"},
+        {"mcp_meta_tool": ""},
+        {"mcp_server": None, "mcp_tool": None},  # the meta tool names no server's tool
+    ]
+    for wrong in wrongs:
         with pytest.raises(ValueError, match="mcp_"):
             replace(target(server), **wrong)
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from _kit import ROUTE_TARGET, route_project, wait_active
+from _mcp import COMMAND
 
 from bundle_server import DevServer, start_dev_server
 
@@ -42,8 +43,12 @@ CHECKS = ",".join(
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     root = tmp_path_factory.mktemp("schemathesis")
+    # An MCP server whose one tool is harmless whatever a fuzzer sends it (`add`).
+    (root / "commanded.py").write_text(COMMAND, encoding="utf-8")
+    command = {"name": "commanded", "kind": "command", "command": sys.executable}
+    servers = [command | {"args": [str(root / "commanded.py")]}]
     with start_dev_server(
-        route_project(root / "project"),
+        route_project(root / "project", {"mcpServers": servers}),
         check_responses=True,
         watch=False,
         environ={"BUNDLE_STATE_ROOT": str(root / "state")},
@@ -51,8 +56,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
         yield wait_active(handle)
 
 
-def with_invocation_examples(document: dict[str, Any]) -> dict[str, Any]:
-    """`document` with request examples of the invocation POST naming the project's route."""
+def with_examples(document: dict[str, Any], server: DevServer) -> dict[str, Any]:
+    """`document` with request examples naming the project's route and its MCP server's
+    launch (a fuzzer guesses neither)."""
     route = ROUTE_TARGET["document_route"]
     body = document["paths"]["/api/routes/invocations"]["post"]["requestBody"]
     body["content"]["application/json"]["examples"] = {
@@ -62,6 +68,26 @@ def with_invocation_examples(document: dict[str, Any]) -> dict[str, Any]:
     runs = document["paths"]["/api/runtime/runs"]["post"]["requestBody"]
     runs["content"]["application/json"]["examples"] = {
         "run": {"value": {"surfaceId": route, "target": "host_b", "input": {"st": 3}}},
+    }
+    assert server.mcp is not None and server.project is not None
+    active = server.project.active_epoch()
+    assert active is not None
+    launches = document["paths"]["/api/mcp/launches"]["get"]["parameters"]
+    for parameter in launches:
+        parameter["example"] = {"epochId": active[0], "serverName": "commanded"}[parameter["name"]]
+    (launch,) = server.mcp.launches(active[0], "commanded")
+    operations = document["paths"]["/api/mcp/sessions/{mcpSessionId}/operations"]["post"]
+    for parameter in operations["parameters"]:
+        if parameter["name"] == "mcpSessionId":
+            parameter["example"] = launch.launch_id
+    operations["requestBody"]["content"]["application/json"]["examples"] = {
+        "add": {
+            "value": {
+                "method": "tools/call",
+                "params": {"name": "add", "arguments": {"a": 1, "b": 2}},
+                "correlationId": "st-mcp",
+            }
+        },
     }
     return document
 
@@ -75,7 +101,7 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(
     with urllib.request.urlopen(request, timeout=10) as response:
         document = json.load(response)
     schema = tmp_path / "openapi.json"
-    schema.write_text(json.dumps(with_invocation_examples(document)))
+    schema.write_text(json.dumps(with_examples(document, server)))
     st = Path(sys.executable).with_name("st")
     command = [
         str(st),
@@ -92,7 +118,7 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(
         "--checks",
         CHECKS,
         "--exclude-path-regex",
-        "/stream$",
+        "/(stream|notifications)$",
         "--max-examples",
         "20",
         # Bounded: generation, not the server, is the slow part (about 1 ms per request here).
@@ -114,14 +140,17 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert "Tested:" in result.stdout
-    # The examples ran: an invocation answered 200, a streamed one 202.
-    listed = urllib.request.Request(
-        server.url + "/api/routes/invocations?limit=200",
-        headers={"x-bundle-session": server.session_token},
+    # The examples ran: an invocation answered 200, a streamed one 202 (seen in the trace: the
+    # fuzzer makes more invocations than the list keeps).
+    traced = urllib.request.Request(
+        server.url + "/api/trace?after=0", headers={"x-bundle-session": server.session_token}
     )
-    with urllib.request.urlopen(listed, timeout=10) as response:
-        rows = json.load(response)["invocations"]
-    assert {"st-1", "st-2"} <= {row.get("requestId") for row in rows}, rows[:5]
+    with urllib.request.urlopen(traced, timeout=10) as response:
+        entries = json.load(response)["entries"]
+    completed = {
+        e["correlation"].get("requestId") for e in entries if e["kind"] == "invocation.completed"
+    }
+    assert {"st-1", "st-2"} <= completed, sorted(map(str, completed))[:10]
     # And a runtime run of the document route as a surface, for host_b.
     runs = urllib.request.Request(
         server.url + "/api/runtime/runs", headers={"x-bundle-session": server.session_token}
@@ -129,3 +158,6 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(
     with urllib.request.urlopen(runs, timeout=10) as response:
         records = json.load(response)["runs"]
     assert any(r["target"] == "host_b" and r["status"] == "completed" for r in records), records
+    # And the MCP example: a tools/call through the server, traced with its correlation id.
+    called = [e for e in entries if e["correlation"].get("correlationId") == "st-mcp"]
+    assert {e["kind"] for e in called} >= {"mcp.request", "mcp.response"}, called[:4]

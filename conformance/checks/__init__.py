@@ -13,7 +13,9 @@ sessions    host sessions: list, ids, bodies, lifecycle, input, resize, the SSE 
 project     project status, the project event replay and stream, manual builds
 invocations route invocations: requests, the list, the envelope, cancel, the stream, the window
 runtime     development runtime runs: requests, the run record, the recent runs, one run
-mcp         MCP launch lists, operations and their bodies, the MCP trace's pairs and links
+mcp         MCP launch lists, operations and their bodies, the correlationId's `_meta` copy,
+            the MCP trace's pairs and links
+mcp_apps    MCP App bindings: mount, result and cancel, races, a closed binding
 """
 
 from conformance.checks import (  # noqa: F401  (imported to register)
@@ -23,6 +25,7 @@ from conformance.checks import (  # noqa: F401  (imported to register)
     invocations,
     logs,
     mcp,
+    mcp_apps,
     project,
     receipts,
     responses,

@@ -1,12 +1,14 @@
-"""MCP launches, operations and the MCP trace (seed 000, "MCP operations and correlation",
-"Limits"; the App bindings are not checked here).
+"""MCP launches, operations, the correlationId's `_meta` copy and the MCP trace (seed 000, "MCP
+operations and correlation", "Limits"; the App bindings are checked in `checks.mcp_apps`).
 
 A target's MCP servers are its own, and calling a tool is a side effect, so the kit talks only
 to what the target names (`Target.mcp_server`, `.mcp_tool`, `.mcp_arguments`;
 `--mcp-server NAME`, `--mcp-tool NAME`, `--mcp-arguments JSON`): the launch list of that
 server on the active epoch (read from the project status), the session of its first launch
 group (the session id of the operations route is the launch id), and calls of that tool with
-those arguments. Besides, it only ever calls a tool of a made-up name (an unlisted tool: the
+those arguments. To see the `_meta` a tools/call reaches the server with, it calls the tool the
+target names as answering it (`.mcp_meta_tool`, `--mcp-meta-tool NAME`; without arguments).
+Besides, it only ever calls a tool of a made-up name (an unlisted tool: the
 server answers that it has none) and, under `mcp-shape`, operations that change nothing
 (lists, `ping`, reading a listed resource or prompt, completing a listed prompt's argument). A
 check needing a server or tool that was not named SKIPs with the reason; one whose named server
@@ -19,6 +21,7 @@ server is named).
 
 The seed fixes the two routes, the groups' `launchId` and `targets`, tools/call's optional
 top-level `correlationId` of at most 256 characters, that the browser cannot supply `_meta`,
+that the server copies the correlationId to `params._meta["bundle/correlationId"]`,
 that MCP trace entries carry the JSON-RPC id and method with bounded metadata, that a request
 and its response share `mcpRequestId` and the duration, and the two link shapes (the
 Application route with `?session=<session-id>`, `/advanced/protocol?session=<session-id>`).
@@ -73,8 +76,22 @@ NAMED = {
         "a tool of the named MCP server the kit may call",
         "calls no tool",
     ),
+    "mcp_meta_tool": (
+        "--mcp-meta-tool NAME",
+        "mcp_meta_tool",
+        "a tool of the named MCP server answering the `_meta` it received (as JSON text or"
+        " structuredContent)",
+        "calls no tool",
+    ),
+    "mcp_crash_tool": (
+        "--mcp-crash-tool NAME",
+        "mcp_crash_tool",
+        "a tool of the named MCP server whose call ends the server's process",
+        "calls no tool",
+    ),
 }
 CORRELATION = ("MCP-014", "LIM-009")  # the rows of tools/call's correlationId
+CORRELATION_META = "bundle/correlationId"  # where the server puts it in `_meta`
 TRACE = ("MCP-017", "MCP-018", "MCP-019")  # the rows judged on every request/response pair
 
 
@@ -350,6 +367,59 @@ def mcp_operation_bodies(ctx: Context) -> None:
 
 
 # -- checks with a named server ---------------------------------------------------------------
+
+
+def meta_values(value: Any) -> list[Any]:
+    """Every value under CORRELATION_META in what a tool answered: in objects and lists, and in
+    texts holding JSON (a tool's text content)."""
+    if isinstance(value, str) and value.lstrip().startswith(("{", "[")):
+        with suppress(ValueError):
+            return meta_values(json.loads(value))
+        return []
+    if isinstance(value, list):
+        return [found for item in value for found in meta_values(item)]
+    if not isinstance(value, dict):
+        return []
+    here = [value[CORRELATION_META]] if CORRELATION_META in value else []
+    return here + [found for item in value.values() for found in meta_values(item)]
+
+
+@check("MCP-016")
+def mcp_correlation_meta(ctx: Context) -> None:
+    """A tools/call with a `correlationId` reaches the server with it in
+    `params._meta["bundle/correlationId"]`, one without a correlationId without that key: the
+    named meta tool answers the `_meta` it received (JSON text or structuredContent)."""
+    available(ctx)
+    named(ctx, "mcp_server")
+    tool = named(ctx, "mcp_meta_tool")
+    found = launch(ctx)
+    sent = correlation_id()
+    for label, extra in (
+        (f"with correlationId {sent!r}", {"correlationId": sent}),
+        ("without a correlationId", {}),
+    ):
+        what = f"a tools/call of {tool!r} {label}"
+        got = outcome(ctx, operate(ctx, found.session, tool_call(tool, {}, **extra)), what)
+        answered: Any = got
+        if ctx.follows(SHAPE):
+            if "error" in got or not isinstance(got.get("result"), dict):
+                ctx.not_testable(
+                    f"{what} answered no result ({str(got.get('error'))[:160]}): name a tool"
+                    " the server lists"
+                )
+            answered = got["result"]
+            if answered.get("isError") is True:
+                ctx.not_testable(f"{what}: the tool failed: {json.dumps(answered)[:200]}")
+        values = meta_values(answered)
+        ok = bool(values) and all(v == sent for v in values) if extra else not values
+        seen = ", ".join(map(repr, values)) or "none"
+        ctx.check(
+            ok,
+            f"{what}: its `_meta` carried {CORRELATION_META} {seen}, not"
+            f" {repr(sent) if extra else 'none'} (the tool answered"
+            f" {json.dumps(answered, ensure_ascii=False)[:160]})",
+        )
+    ctx.note(f"{tool!r} received {CORRELATION_META} {sent!r}, and none without a correlationId")
 
 
 @check("MCP-005", "MCP-011")
