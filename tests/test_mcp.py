@@ -515,3 +515,25 @@ def test_a_new_epoch_that_changes_a_launch_ends_its_old_session(
     # A remote server names nothing of the artifact: the same launch across epochs. (A stdio
     # server, even a command one, is given the epoch's plugin root: a new launch.)
     assert launch(client, server, "remote") == remote
+
+
+def test_a_binding_of_a_launch_a_new_epoch_drops_closes_even_if_never_opened(
+    client: Client, server: DevServer
+) -> None:
+    assert server.project is not None
+    session = launch(client, server, "silent")  # never opened: it never answers initialize
+    binding = mount(client, session, toolName="any", input={})[1]["binding"]["bindingId"]
+    module = server.project.root / "mcp_tools.py"
+    module.write_text(module.read_text() + "\n# another change\n", encoding="utf-8")
+    first = epoch(server)
+    client.request("POST", "/api/project/builds", {})
+    deadline = time.monotonic() + 60
+    while epoch(server) == first:
+        assert time.monotonic() < deadline, "no new epoch"
+        time.sleep(0.05)
+    # The stream ends once the binding closed: it never got more than the call's input.
+    events = notifications(client, binding)
+    assert methods(events) == ["ui/notifications/tool-input", "end"]
+    assert events[-1][1]["binding"]["state"] == "closed"
+    status, body = settle(client, binding, result={"content": []})
+    assert (status, body["error"]["code"]) == (404, "AB8022")

@@ -122,6 +122,11 @@ class AppBindings:
                     closed.append(binding.record())
         return closed
 
+    def sessions(self) -> set[str]:
+        """The sessions that have bindings not yet closed."""
+        with self.lock:
+            return {b.session_id for b in self._bindings.values() if b.state != "closed"}
+
     def get(self, binding_id: str) -> Binding:
         """The binding (under the lock); BX1001 for an id this server does not hold."""
         binding = self._bindings.get(binding_id)

@@ -522,6 +522,9 @@ class McpService:
 
         with contextlib.suppress(RuntimeError):
             self.bridge.submit(retire()).result(seconds("mcp-connect-time") * 2)
+        # Bindings of a launch the epoch dropped close too, even if its session never opened.
+        for session_id in self.apps.sessions() - keep:
+            self._closed_session(session_id)
 
     def sessions(self) -> dict[str, dict[str, Any]]:
         """Open sessions: launch id -> the server's initialize result."""
