@@ -427,7 +427,8 @@ def test_the_built_compiled_mcp_server_answers_a_real_mcp_client(tmp_path: Path)
             return [t.name for t in tools.tools], str(called.content[0].text)  # type: ignore[union-attr]
 
     names, answer = asyncio.run(asyncio.wait_for(talk(), 60))
-    assert names == ["check_command"]
+    # The App's tool is offered to clients that negotiate MCP Apps only (this one does not).
+    assert sorted(names) == ["check_command", "check_commands_slowly", "check_script"]
     assert answer == "refused: deletes the filesystem root"
 
 
