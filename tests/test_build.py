@@ -427,8 +427,12 @@ def test_the_built_compiled_mcp_server_answers_a_real_mcp_client(tmp_path: Path)
             return [t.name for t in tools.tools], str(called.content[0].text)  # type: ignore[union-attr]
 
     names, answer = asyncio.run(asyncio.wait_for(talk(), 60))
-    # The App's tool is offered to clients that negotiate MCP Apps only (this one does not).
-    assert sorted(names) == ["check_command", "check_commands_slowly", "check_script"]
+    assert sorted(names) == [
+        "check_command",
+        "check_commands_slowly",
+        "check_script",
+        "command_report",
+    ]
     assert answer == "refused: deletes the filesystem root"
 
 
