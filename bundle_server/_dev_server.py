@@ -246,7 +246,9 @@ class DevServer:
         # epoch built with it on (an explicit host_executables still wins per host kind).
         self.project.on_adopted(self._adopt_config_hosts)
         # MCP App previews run on an origin of their own (see workbench/app_frame.py).
-        self.app_frame = AppFrame(self.url)
+        self.app_frame = AppFrame(
+            [self.url, f"http://localhost:{self.port}", *self.options["workbenchDevOrigins"]]
+        )
         self.app_frame.start()
         self._app = create_app(
             port=self.port,
@@ -363,14 +365,15 @@ class DevServer:
             # Builds stop, then sessions, then the hubs, before the shell: that ends live
             # streams, so their requests finish instead of waiting out the shell's grace.
             try:
+                # The agent first: its tools use the services closed below.
+                if self.agent is not None:
+                    self.agent.close()
                 if self.project is not None:
                     self.project.close()
                 if self.sessions is not None:
                     self.sessions.close()
                 if self.invocations is not None:
                     self.invocations.close()
-                if self.agent is not None:
-                    self.agent.close()
                 if self.mcp is not None:
                     self.mcp.close()
                 self.hub.close()

@@ -6,6 +6,7 @@ spoken to here with the official `mcp` SDK client, as an agent would."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import http.client
 import json
 import os
@@ -49,6 +50,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
         yield running
 
 
+def in_thread(coroutine: Any) -> Any:
+    """Run `coroutine` to its end on a thread of its own (the browser tests' driver may hold
+    an event loop in this one)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result(120)
+
+
 def agent_calls(server: DevServer, *calls: tuple[str, dict[str, Any]]) -> list[Any]:
     """Call agent tools in order with the SDK client; each structured (or text) result."""
     assert server.agent is not None
@@ -68,7 +76,7 @@ def agent_calls(server: DevServer, *calls: tuple[str, dict[str, Any]]) -> list[A
                 found.append(result.structured_content or json.loads(result.content[0].text))
             return found
 
-    return asyncio.run(run())
+    return in_thread(run())
 
 
 def raw(server: DevServer, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
@@ -134,7 +142,7 @@ def test_a_refused_route_is_a_tool_error_naming_its_code(server: DevServer) -> N
             await session.initialize()
             return await session.call_tool("invoke_route", {"route_id": "stop-review", "input": 3})
 
-    result = asyncio.run(run())
+    result = in_thread(run())
     assert result.is_error and "BX3104" in result.content[0].text
 
 

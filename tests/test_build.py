@@ -207,6 +207,10 @@ def test_a_route_input_schema_that_is_no_schema_names_the_route_and_the_keyword(
     error = only_error(build_project(project, tmp_path / "out"))
     assert error["code"] == "BX4402"
     assert str(error["message"]).startswith("bundle.config.json: routes[0].inputSchema['type']")
+    fetched = route | {"inputSchema": {"$ref": "file:///etc/passwd"}}
+    write_project(tmp_path / "p", config(routes=[fetched]))
+    error = only_error(build_project(tmp_path / "p", tmp_path / "out1"))
+    assert error["code"] == "BX4402" and "points outside the schema" in str(error["message"])
     good = route | {"inputSchema": {"type": "object", "required": ["n"]}}
     write_project(tmp_path / "p", config(routes=[good]))
     assert build_project(tmp_path / "p", tmp_path / "out2").ok

@@ -276,7 +276,28 @@ def _input_schema(route: dict[str, Any], where: str, config_name: str) -> list[C
     except SchemaError as error:
         at = "".join(f"[{part!r}]" for part in error.absolute_path)
         return [ConfigInvalid(f"{where}{at}: {error.message}", {"path": config_name})]
+    outside = [ref for ref in _references(route["inputSchema"]) if not ref.startswith("#")]
+    if outside:  # the server never fetches a URL or reads a file to check an input
+        return [
+            ConfigInvalid(
+                f"{where}: $ref {outside[0]!r} points outside the schema; only #... refs",
+                {"path": config_name},
+            )
+        ]
     return []
+
+
+def _references(schema: Any) -> Iterator[str]:
+    """Every `$ref` string in a schema, however deep."""
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "$ref" and isinstance(value, str):
+                yield value
+            else:
+                yield from _references(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            yield from _references(item)
 
 
 def _duplicates(config: dict[str, Any], config_name: str) -> list[ContractError]:

@@ -51,12 +51,16 @@ class BearerGuard:
         self._expected = f"Bearer {token}".encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = dict(scope.get("headers") or [])
-            given = headers.get(b"authorization", b"")
-            if b"origin" in headers or not hmac.compare_digest(given, self._expected):
-                await _refuse(send)
-                return
+        if scope["type"] == "lifespan":  # the server's own start and stop
+            await self._app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # a websocket or anything else: never served
+            return
+        headers = dict(scope.get("headers") or [])
+        given = headers.get(b"authorization", b"")
+        if b"origin" in headers or not hmac.compare_digest(given, self._expected):
+            await _refuse(send)
+            return
         await self._app(scope, receive, send)
 
 
@@ -100,7 +104,12 @@ class AgentEndpoint:
         )
         app = server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=security)
         config = uvicorn.Config(
-            BearerGuard(app, token), log_level="warning", access_log=False, lifespan="on"
+            BearerGuard(app, token),
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            # An agent's client holds an SSE stream open: closing does not wait it out.
+            timeout_graceful_shutdown=1,
         )
         self._uvicorn = uvicorn.Server(config)
         self._task: asyncio.Task[None] | None = None

@@ -25,7 +25,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from bundle_contract._error_bases import ContractError
+from bundle_contract._generated.errors import InvalidRequest
 from bundle_contract._spec import get_spec
+from bundle_contract._validation import validate
 from bundle_server.invocations.service import InvocationService
 from bundle_server.trace.hub import TraceHub
 
@@ -103,7 +105,10 @@ def agent_server(
         if fixture_id is not None:
             request["eventFixture"] = {"fixtureId": fixture_id}
         try:
-            invocation = invocations.start(request)
+            # The same request the HTTP route takes, held to the same schema; started off the
+            # loop (it reads the epoch's manifest), which every MCP session shares.
+            validate("RouteInvocationRequest.json", request, InvalidRequest)
+            invocation = await asyncio.to_thread(invocations.start, request)
         except ContractError as error:
             raise _refusal(error) from None
         ended = await asyncio.to_thread(invocation.done.wait, render_time + 5)

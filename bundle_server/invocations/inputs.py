@@ -16,6 +16,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
+from referencing import Registry
 from referencing.exceptions import Unresolvable
 
 from bundle_contract._generated.errors import RouteInputInvalid
@@ -23,7 +24,9 @@ from bundle_contract._generated.errors import RouteInputInvalid
 
 @lru_cache(maxsize=64)
 def _validator(schema_text: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads(schema_text))
+    # An empty registry: a `$ref` resolves inside the schema or not at all, never by fetching
+    # a URL or reading a file (the build refuses other references; this is the second lock).
+    return Draft202012Validator(json.loads(schema_text), registry=Registry())
 
 
 def check_input(route: Mapping[str, Any], request: Mapping[str, Any]) -> None:

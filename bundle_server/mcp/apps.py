@@ -85,8 +85,14 @@ class AppBindings:
         binding.notifications.append(notification(TOOL_INPUT, {"arguments": arguments}))
         with self.lock:
             self._bindings[binding.binding_id] = binding
-            while len(self._bindings) > kept():
+            excess = len(self._bindings) - kept()
+            # The oldest ended bindings go first: a pending one still has a stream to end.
+            for key in [k for k, b in self._bindings.items() if b.ended][: max(0, excess)]:
+                del self._bindings[key]
+                excess -= 1
+            while excess > 0:
                 self._bindings.popitem(last=False)
+                excess -= 1
             return binding.record()
 
     def settle(self, binding_id: str, body: Mapping[str, Any]) -> dict[str, Any]:

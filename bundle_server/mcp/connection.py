@@ -38,11 +38,13 @@ from mcp.server.apps import APP_MIME_TYPE
 from mcp.server.apps import EXTENSION_ID as APPS_EXTENSION
 from mcp.shared.exceptions import MCPError
 from mcp.types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from pydantic import TypeAdapter
 
 from bundle_server.mcp.launches import Launch
 from bundle_server.mcp.wire import SENDING, Exchange, TapRead, TapWrite, Wire
 
 logger = logging.getLogger("bundle_server.mcp")
+RAW_RESULT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 STDERR_KEPT = 20  # lines of a server's stderr kept to explain its failure
 
 
@@ -84,6 +86,7 @@ class McpConnection:
         *,
         connect_time: float,
         on_notification: Callable[[str, Any], None] = lambda method, params: None,
+        on_end: Callable[[], None] = lambda: None,
     ) -> None:
         self.launch = launch
         self._start = launch.resolved(artifact)
@@ -91,6 +94,7 @@ class McpConnection:
         self._wire = wire
         self._connect_time = connect_time
         self._on_notification = on_notification
+        self.on_end = on_end
         self.session: ClientSession | None = None
         self.initialized: dict[str, Any] | None = None
         self.closed = False
@@ -107,14 +111,25 @@ class McpConnection:
         """Start the server and initialize; its InitializeResult (plain), or McpDown."""
         self._holder = asyncio.create_task(self._hold(), name=f"mcp {self.launch.launch_id}")
         waiter = asyncio.create_task(self._ready.wait())
-        done, _ = await asyncio.wait(
-            {self._holder, waiter}, timeout=self._connect_time, return_when=asyncio.FIRST_COMPLETED
-        )
-        waiter.cancel()
+        try:
+            done, _ = await asyncio.wait(
+                {self._holder, waiter},
+                timeout=self._connect_time,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        except BaseException:  # cancelled while opening: nothing may keep the process alive
+            self._holder.cancel()
+            raise
+        finally:
+            waiter.cancel()
         if self._ready.is_set() and self.initialized is not None:
             return self.initialized
         if not done:
+            # Stuck in initialize: it never looks at the stop event, so it is cancelled (its
+            # contexts end the process), and BX3201 comes after mcp-connect-time, not twice it.
             self.failure = f"no answer to initialize within {self._connect_time:g} s"
+            self._holder.cancel()
+            await asyncio.wait({self._holder}, timeout=self._connect_time)
         await self.close()
         raise McpDown(self.explain())
 
@@ -139,7 +154,7 @@ class McpConnection:
                     )
                 session = await stack.enter_async_context(
                     ClientSession(
-                        TapRead(read, self._wire, self._pending),
+                        TapRead(read, self._wire, self._pending, on_end=self._stop.set),
                         TapWrite(write, self._wire, self._pending),
                         logging_callback=self._logged,
                         # The Workbench renders MCP Apps: a server may offer its UI resources.
@@ -160,6 +175,7 @@ class McpConnection:
             for exchange in list(self._pending.values()):
                 exchange.answered.set()  # nobody will answer them now
             self._pending.clear()
+            self.on_end()  # the service forgets this session and closes its bindings
 
     async def _logged(self, params: types.LoggingMessageNotificationParams) -> None:
         self._on_notification(
@@ -208,6 +224,8 @@ class McpConnection:
                     raise TimeoutError(error.error.message) from None
                 exchange.error = {"code": error.code, "message": error.error.message}
         except TimeoutError:
+            if exchange.jsonrpc_id is not None:  # a late answer finds no one waiting
+                self._pending.pop(exchange.jsonrpc_id, None)
             raise
         except Exception:  # the SDK's reading of the answer failed: the raw answer stands
             if exchange.error is None and exchange.result is None:
@@ -229,9 +247,15 @@ class McpConnection:
             types.PaginatedRequestParams(cursor=params["cursor"]) if "cursor" in params else None
         )
         if method == "tools/call":
-            return await session.call_tool(
-                params["name"], params.get("arguments"), meta=cast(Any, meta)
+            # Sent as the SDK's call_tool sends it, but its answer is not parsed into models
+            # or checked against the tool's output schema: the outcome is the raw result that
+            # crossed the wire (wire.Exchange), so that work would be thrown away.
+            request = types.CallToolRequest(
+                params=types.CallToolRequestParams(
+                    name=params["name"], arguments=params.get("arguments"), _meta=cast(Any, meta)
+                )
             )
+            return await session.send_request(request, RAW_RESULT)
         if method == "tools/list":
             return await session.list_tools(params=cursor)
         if method == "resources/list":

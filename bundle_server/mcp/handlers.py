@@ -65,9 +65,10 @@ def result(call: Call) -> dict[str, Any]:
 def notifications(call: Call) -> Response:
     """The binding's notifications in order, then `end` once it is settled or closed."""
     apps = _service(call).apps
-    waker = GreenWaker()
     with apps.lock:
         binding = apps.get(call.params["bindingId"])  # BX1001 before any byte is sent
+    waker = GreenWaker()
+    with apps.lock:
         binding.wakes.add(waker.wake)
 
     def release() -> None:

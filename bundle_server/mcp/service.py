@@ -31,6 +31,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import CancelledError as FutureCancelled
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ from bundle_contract._generated.errors import (
 )
 from bundle_contract._spec import get_spec
 from bundle_server.mcp.apps import AppBindings
-from bundle_server.mcp.bridge import AsyncBridge
+from bundle_server.mcp.bridge import AsyncBridge, BridgeClosed
 from bundle_server.mcp.connection import McpConnection, McpDown
 from bundle_server.mcp.launches import Launch, launch_groups, server_names, servers
 from bundle_server.mcp.wire import Exchange
@@ -76,6 +77,9 @@ def page(route_id: str, session: str, **query: str) -> str:
 def bounded(details: dict[str, Any]) -> dict[str, Any]:
     """`details` within mcp-message-bytes: long texts are cut until it fits."""
     limit = message_bytes()
+    error = details.get("error")
+    if isinstance(error, dict) and isinstance(error.get("message"), str):  # a server's words
+        details["error"] = error | {"message": error["message"][: limit // 4]}
     while len(json.dumps(details, ensure_ascii=False).encode()) > limit:
         longest = max(
             (k for k, v in details.items() if isinstance(v, str)),
@@ -222,12 +226,18 @@ class SessionWire:
 
     def _learn(self, method: str, result: Any) -> None:
         """Names the server listed: what a tools/call or prompts/get can link to."""
-        if not isinstance(result, dict):
+        # The server's answer is not trusted to have the shape MCP gives it.
+        key = {"tools/list": "tools", "prompts/list": "prompts"}.get(method)
+        listed = result.get(key) if key and isinstance(result, dict) else None
+        if not isinstance(listed, list):
             return
-        if method == "tools/list":
-            self.tools |= {t["name"] for t in result.get("tools", []) if isinstance(t, dict)}
-        elif method == "prompts/list":
-            self.prompts |= {p["name"] for p in result.get("prompts", []) if isinstance(p, dict)}
+        names = {
+            i["name"] for i in listed if isinstance(i, dict) and isinstance(i.get("name"), str)
+        }
+        if key == "tools":
+            self.tools |= names
+        else:
+            self.prompts |= names
 
     @staticmethod
     def _about(subject: Mapping[str, str]) -> str:
@@ -399,7 +409,7 @@ class McpService:
             self.bridge.call(
                 self._operate(launch, artifact, epoch_id, exchange, method, params, meta), budget
             )
-        except (McpDown, TimeoutError) as failure:
+        except (McpDown, TimeoutError, BridgeClosed, FutureCancelled) as failure:
             timed_out = isinstance(failure, TimeoutError)
             error = (
                 McpRequestTimedOut(
@@ -479,6 +489,13 @@ class McpService:
             found = self._connections.get(launch.launch_id)
             if found is not None and not found.closed:
                 return found
+            # Asked for before an adoption retired this launch: it is not opened again.
+            active = self.active_launches()
+            if active is None or launch not in active[2]:
+                raise McpLaunchUnknown(
+                    f"no MCP session {launch.launch_id}: a new epoch no longer has this launch",
+                    {"mcpSessionId": launch.launch_id},
+                )
             wire = SessionWire(self, launch, epoch_id)
             connection = McpConnection(
                 launch,
@@ -486,6 +503,8 @@ class McpService:
                 wire,
                 connect_time=seconds("mcp-connect-time"),
             )
+            # A session that ends on its own (its process died) is forgotten, its bindings closed.
+            connection.on_end = lambda: self._ended(launch.launch_id, connection)
             await connection.open()  # McpDown when it cannot start
             self._connections[launch.launch_id] = connection
             await self._list_names(connection)
@@ -500,6 +519,12 @@ class McpService:
                     await connection.operate(
                         Exchange(new_request_id()), method, {}, None, seconds("mcp-request-time")
                     )
+
+    def _ended(self, launch_id: str, connection: McpConnection) -> None:
+        # On the loop, when a session's holder ends, however it ended.
+        if self._connections.get(launch_id) is connection:
+            del self._connections[launch_id]
+        self._closed_session(launch_id)
 
     async def _drop(self, launch_id: str, connection: McpConnection) -> None:
         if self._connections.get(launch_id) is connection:
@@ -516,15 +541,17 @@ class McpService:
         keep = {launch.launch_id for launch in active[2]} if active else set()
 
         async def retire() -> None:
-            for launch_id, connection in list(self._connections.items()):
-                if launch_id not in keep:
-                    await self._drop(launch_id, connection)
+            dropped = [(k, c) for k, c in self._connections.items() if k not in keep]
+            await asyncio.gather(*(self._drop(k, c) for k, c in dropped), return_exceptions=True)
 
-        with contextlib.suppress(RuntimeError):
+        try:
             self.bridge.submit(retire()).result(seconds("mcp-connect-time") * 2)
-        # Bindings of a launch the epoch dropped close too, even if its session never opened.
-        for session_id in self.apps.sessions() - keep:
-            self._closed_session(session_id)
+        except (RuntimeError, TimeoutError):  # a closed bridge, or servers slow to end
+            pass
+        finally:
+            # Bindings of a launch the epoch dropped close, even if its session never opened.
+            for session_id in self.apps.sessions() - keep:
+                self._closed_session(session_id)
 
     def sessions(self) -> dict[str, dict[str, Any]]:
         """Open sessions: launch id -> the server's initialize result."""
@@ -534,7 +561,10 @@ class McpService:
                 k: dict(c.initialized or {}) for k, c in self._connections.items() if not c.closed
             }
 
-        return self.bridge.call(snapshot(), 5)
+        try:
+            return self.bridge.call(snapshot(), 5)
+        except (TimeoutError, BridgeClosed):  # a stopping or stuck loop: none is known open
+            return {}
 
     def servers(self) -> dict[str, Any]:
         """McpServerList: the active epoch's servers, launches and their sessions' states."""

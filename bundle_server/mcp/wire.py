@@ -12,7 +12,9 @@ operation's outcome is therefore what the server really sent, not the SDK's read
 from __future__ import annotations
 
 import contextvars
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
@@ -37,6 +39,8 @@ class Exchange:
     answered: anyio.Event = field(default_factory=anyio.Event)
 
 
+logger = logging.getLogger("bundle_server.mcp")
+
 # The exchange of the operation whose task is sending (see the module docstring).
 SENDING: contextvars.ContextVar[Exchange | None] = contextvars.ContextVar("sending", default=None)
 
@@ -49,9 +53,28 @@ class Wire(Protocol):
     def received(self, message: dict[str, Any], exchange: Exchange | None) -> None: ...
 
 
+def report(hear: Callable[[dict[str, Any], Exchange | None], None], *args: Any) -> None:
+    """Tell the wire of a message; what goes wrong there (a server's answer of an unexpected
+    shape, a closed trace) is logged, and never breaks the session's reading or writing."""
+    try:
+        hear(*args)
+    except Exception:
+        logger.exception("tracing an MCP message failed")
+
+
 def plain(message: Any) -> dict[str, Any]:
-    data: dict[str, Any] = message.model_dump(by_alias=True, mode="json", exclude_none=True)
-    return data
+    """A JSON-RPC message as plain data. Its params and result are already the plain dicts
+    that crossed (or will cross) the wire, so they are taken as they are, not dumped again:
+    a result can be large, and this runs for every message."""
+    if isinstance(message, JSONRPCError):
+        error = message.error.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return {"jsonrpc": "2.0", "id": message.id, "error": error}
+    found: dict[str, Any] = {"jsonrpc": "2.0"}
+    for key in ("id", "method", "params", "result"):
+        value = getattr(message, key, None)
+        if value is not None:
+            found[key] = value
+    return found
 
 
 class TapWrite:
@@ -71,7 +94,7 @@ class TapWrite:
                 exchange.jsonrpc_id, exchange.method = message.id, message.method
                 exchange.sent = time.monotonic()
                 self._pending[message.id] = exchange
-        self._wire.sent(plain(message), exchange)
+        report(self._wire.sent, plain(message), exchange)
         await self._inner.send(item)
 
     async def aclose(self) -> None:
@@ -90,15 +113,27 @@ class TapWrite:
 
 
 class TapRead:
-    """The read stream, reporting each message (and completing its exchange) as it arrives."""
+    """The read stream, reporting each message (and completing its exchange) as it arrives;
+    `on_end` is called when the stream ends (the server went away)."""
 
-    def __init__(self, inner: Any, wire: Wire, pending: dict[int | str, Exchange]) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        wire: Wire,
+        pending: dict[int | str, Exchange],
+        on_end: Callable[[], None] = lambda: None,
+    ) -> None:
         self._inner = inner
         self._wire = wire
         self._pending = pending
+        self._on_end = on_end
 
     async def receive(self) -> SessionMessage | Exception:
-        item: SessionMessage | Exception = await self._inner.receive()
+        try:
+            item: SessionMessage | Exception = await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._on_end()
+            raise
         if isinstance(item, SessionMessage):
             message = item.message
             exchange = None
@@ -111,7 +146,7 @@ class TapRead:
                     exchange.result = data.get("result")
                 else:
                     exchange.error = dict(data.get("error") or {})
-            self._wire.received(data, exchange)
+            report(self._wire.received, data, exchange)
             if exchange is not None:
                 exchange.answered.set()
         return item

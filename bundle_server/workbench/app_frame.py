@@ -33,10 +33,11 @@ def _file(name: str) -> bytes:
 
 
 class AppFrame:
-    """The frame origin of one server, for the Workbench at `workbench` (its origin)."""
+    """The frame origin of one server, for the Workbench at the origins `workbench` (the
+    server's own, as 127.0.0.1 and localhost, and any dev origins it admits)."""
 
-    def __init__(self, workbench: str) -> None:
-        self._workbench = workbench
+    def __init__(self, workbench: Iterable[str]) -> None:
+        origins = " ".join(dict.fromkeys(workbench))
         self._shell = LoopbackShell("127.0.0.1", 0)
         self.port = self._shell.port
         self.origin = f"http://127.0.0.1:{self.port}"
@@ -44,8 +45,8 @@ class AppFrame:
         self._files: dict[str, tuple[bytes, str, str]] = {}
         for row in get_spec().rows("runtime", "frame"):
             name = str(row["path"]).lstrip("/")
-            body = _file(name).replace(b"{workbench}", workbench.encode())
-            policy = str(row["policy"]).replace("{workbench}", workbench)
+            body = _file(name).replace(b"{workbench}", origins.encode())
+            policy = str(row["policy"]).replace("{workbench}", origins)
             self._files[str(row["path"])] = (body, str(row["media_type"]), policy)
         page = next(r for r in get_spec().rows("runtime", "frame") if r["id"] == "frame-page")
         self.page_url = self.origin + str(page["path"])

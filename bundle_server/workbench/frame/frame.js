@@ -1,34 +1,52 @@
 // The App frame: runs on an origin of its own, apart from the Workbench (spec/runtime.toml
-// `frame`). It takes an App's HTML from the Workbench (its parent, on the origin the page
-// names), renders it in a sandboxed srcdoc frame (scripts, but an opaque origin: no storage,
-// no cookies, and this origin's policy allows no network), and relays JSON-RPC messages: the
-// Workbench's to the App, the App's to the Workbench. Nothing else reaches either side.
+// `frame`). It takes an App's HTML from the Workbench (its parent, on one of the origins the
+// page names), renders it in a sandboxed srcdoc frame (scripts, but an opaque origin: no
+// storage, no cookies, and this origin's policy allows no fetch), and relays JSON-RPC
+// messages: the Workbench's to the App, the App's to the Workbench. Nothing else reaches
+// either side; an App that navigates its frame away is removed, so nothing is relayed to a
+// page it was not.
 "use strict";
 
-const workbench = document.querySelector('meta[name="workbench-origin"]').content;
+const allowed = document.querySelector('meta[name="workbench-origins"]').content.split(" ");
+let workbench = null; // the Workbench origin that framed this page, once it has spoken
 let app = null;
 
 function toWorkbench(message) {
-  window.parent.postMessage(message, workbench);
+  if (workbench) window.parent.postMessage(message, workbench);
+  // Before the Workbench spoke: to each allowed origin (only the parent's one delivers).
+  else for (const origin of allowed) window.parent.postMessage(message, origin);
 }
 
 function mount(html) {
-  app = document.createElement("iframe");
-  app.setAttribute("sandbox", "allow-scripts");
-  app.setAttribute("title", "MCP App");
-  app.addEventListener("load", () => toWorkbench({ type: "bundle/app-loaded" }));
-  app.srcdoc = html;
-  document.body.replaceChildren(app);
+  const frame = document.createElement("iframe");
+  frame.setAttribute("sandbox", "allow-scripts");
+  frame.setAttribute("title", "MCP App");
+  let loads = 0;
+  frame.addEventListener("load", () => {
+    loads += 1;
+    if (loads === 1) {
+      toWorkbench({ type: "bundle/app-loaded" });
+    } else if (app === frame) {
+      // A second document in the frame: the App navigated away. It is shown no more.
+      app = null;
+      frame.remove();
+      toWorkbench({ type: "bundle/app-navigated" });
+    }
+  });
+  frame.srcdoc = html;
+  app = frame;
+  document.body.replaceChildren(frame);
 }
 
 window.addEventListener("message", (event) => {
-  if (event.source === window.parent && event.origin === workbench) {
+  if (event.source === window.parent && allowed.includes(event.origin)) {
+    workbench = event.origin;
     const message = event.data;
     if (message && message.type === "bundle/app-html" && typeof message.html === "string") {
       mount(message.html);
     } else if (app && app.contentWindow) {
       // The App's frame has an opaque origin: "*" is the only target that reaches it, and
-      // only this frame's own child is addressed.
+      // only this frame's own child (still the App's first document) is addressed.
       app.contentWindow.postMessage(message, "*");
     }
   } else if (app && event.source === app.contentWindow) {
