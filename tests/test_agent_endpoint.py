@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import stat
 import time
 from collections.abc import Iterator
@@ -198,3 +199,21 @@ def test_off_by_default_and_gone_when_the_server_closes(tmp_path: Path) -> None:
     assert not path.exists()
     with pytest.raises(OSError):
         http.client.HTTPConnection("127.0.0.1", port, timeout=2).connect()
+
+
+def test_a_websocket_upgrade_is_never_served(server: DevServer) -> None:
+    assert server.agent is not None
+    with socket.create_connection(("127.0.0.1", server.agent.port), timeout=5) as sock:
+        sock.sendall(
+            b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            b"Sec-WebSocket-Version: 13\r\nAuthorization: Bearer %s\r\n\r\n"
+            % (server.agent.port, server.agent_token.encode())
+        )
+        answer = sock.recv(4096)
+    assert not answer.startswith(b"HTTP/1.1 101"), answer[:80]
+
+
+def test_the_endpoint_files_directory_is_private(server: DevServer) -> None:
+    directory = endpoint_path(server.project_root).parent
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700

@@ -79,3 +79,27 @@ def test_the_app_frame_cannot_reach_the_workbench(
     origin = f"{urlsplit(frame_page).scheme}://{urlsplit(frame_page).netloc}"
     assert tab.request.get(f"{origin}/api/mcp/servers").status == 404
     assert tab.request.get(f"{origin}/").status == 404
+
+
+def test_inside_the_app_nothing_can_be_fetched(
+    page: tuple[Page, Problems], server: WorkbenchServer
+) -> None:
+    tab, problems = page
+    listed = tab.request.get(f"{server.url}/api/mcp/servers").json()
+    session = listed["servers"][0]["launches"][0]["launchId"]
+    tab.goto(f"{server.url}/mcp?session={session}&tool=command_report")
+    form = tab.get_by_role("form", name="Call command_report")
+    expect(form).to_be_visible(timeout=FIRST)
+    form.get_by_label("command", exact=True).fill("ls")
+    form.get_by_role("button", name="Call").click()
+    app = tab.frame_locator("iframe.app-frame").frame_locator("iframe")
+    expect(app.locator("#verdict")).to_have_text("'ls' may run", timeout=FIRST)
+    inner = next(f for f in tab.frames if f.parent_frame and f.parent_frame.parent_frame)
+    probe = f"fetch({server.url + '/api/mcp/servers'!r}).then(() => 'fetched', () => 'refused')"
+    assert inner.evaluate(probe) == "refused"  # the origin's policy allows no fetch at all
+    cookie = "(() => { try { return document.cookie; } catch (e) { return e.name; } })()"
+    assert inner.evaluate(cookie) == "SecurityError"  # an opaque origin: no cookies at all
+    # The refused fetch is reported on the console, as it should be: that line is expected.
+    refused = [m for m in problems.messages if "/api/mcp/servers" in m and "Content Security" in m]
+    assert len(refused) == 2, problems.messages  # the violation, and the failed fetch
+    problems.messages[:] = [m for m in problems.messages if m not in refused]

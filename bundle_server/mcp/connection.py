@@ -226,6 +226,7 @@ class McpConnection:
         except TimeoutError:
             if exchange.jsonrpc_id is not None:  # a late answer finds no one waiting
                 self._pending.pop(exchange.jsonrpc_id, None)
+                self._wire.forget(exchange.jsonrpc_id)
             raise
         except Exception:  # the SDK's reading of the answer failed: the raw answer stands
             if exchange.error is None and exchange.result is None:

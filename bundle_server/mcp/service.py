@@ -213,6 +213,11 @@ class SessionWire:
             href=page("workbench.protocol", session),
         )
 
+    def forget(self, jsonrpc_id: int | str) -> None:
+        """A request that timed out: its answer, if it ever comes, is no one's."""
+        self._methods.pop(jsonrpc_id, None)
+        self._others.pop(jsonrpc_id, None)
+
     def _request_of(
         self, jsonrpc_id: Any, exchange: Exchange | None
     ) -> tuple[str | None, float | None]:

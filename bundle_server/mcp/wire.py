@@ -52,6 +52,8 @@ class Wire(Protocol):
 
     def received(self, message: dict[str, Any], exchange: Exchange | None) -> None: ...
 
+    def forget(self, jsonrpc_id: int | str) -> None: ...
+
 
 def report(hear: Callable[[dict[str, Any], Exchange | None], None], *args: Any) -> None:
     """Tell the wire of a message; what goes wrong there (a server's answer of an unexpected

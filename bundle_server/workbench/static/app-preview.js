@@ -26,8 +26,11 @@ export async function mountApp({ session, toolName, resourceUri, input, onState 
     params: { uri: resourceUri },
   });
   const contents = read.outcome.result ? read.outcome.result.contents || [] : [];
-  const html = contents.find((item) => typeof item.text === "string");
-  if (!html) throw new Error(`the server has no HTML at ${resourceUri}`);
+  // An App's UI is HTML (MCP Apps: text/html;profile=mcp-app); anything else is not shown.
+  const html = contents.find(
+    (item) => typeof item.text === "string" && String(item.mimeType || "").startsWith("text/html"),
+  );
+  if (!html) throw new Error(`the server has no App HTML at ${resourceUri}`);
   const { binding } = await postJSON(`/api/mcp/sessions/${encodeURIComponent(session)}/apps`, {
     toolName,
     input,

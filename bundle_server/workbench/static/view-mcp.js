@@ -878,6 +878,12 @@ export function mount(container, params) {
       form.appState.textContent = `App: ${message(caught)}`;
       return null;
     }
+    if (unmounted) {
+      // The view went away while the App was mounting: nothing may keep listening.
+      preview.close();
+      preview = null;
+      return null;
+    }
     form.appPane.querySelector("iframe")?.remove();
     form.appPane.append(preview.element);
     return preview;
