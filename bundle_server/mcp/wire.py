@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import anyio
 from mcp.shared.message import SessionMessage
@@ -79,7 +79,27 @@ def plain(message: Any) -> dict[str, Any]:
     return found
 
 
-class TapWrite:
+class _Tap:
+    """What both taps do as the streams they wrap: close them, and be their context."""
+
+    _inner: Any
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class TapWrite(_Tap):
     """The write stream, reporting each message before sending it."""
 
     def __init__(self, inner: Any, wire: Wire, pending: dict[int | str, Exchange]) -> None:
@@ -99,22 +119,8 @@ class TapWrite:
         report(self._wire.sent, plain(message), exchange)
         await self._inner.send(item)
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
-    async def __aenter__(self) -> TapWrite:
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-class TapRead:
+class TapRead(_Tap):
     """The read stream, reporting each message (and completing its exchange) as it arrives;
     `on_end` is called when the stream ends (the server went away)."""
 
@@ -153,9 +159,6 @@ class TapRead:
                 exchange.answered.set()
         return item
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
     def __aiter__(self) -> TapRead:
         return self
 
@@ -164,14 +167,3 @@ class TapRead:
             return await self.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> TapRead:
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        await self.aclose()
