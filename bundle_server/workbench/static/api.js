@@ -127,3 +127,39 @@ export async function readEvents(response, onEvent) {
     }
   }
 }
+
+/** The unified trace from its start, then live: `receive(frame)` gets the replay's gap (if
+ * any) and entries as `trace.entry` frames, `replayed()` runs once they are in, then the
+ * stream's frames follow from where the replay ended (after a gap, from the first entry the
+ * server still has). `failed(error)` says the replay could not be read. Returns {close()}. */
+export function followTrace({ receive, replayed, failed }) {
+  let closed = false;
+  let stream = null;
+  (async () => {
+    let after = 0;
+    try {
+      const replay = await getJSON("/api/trace?after=0");
+      if (closed) return;
+      if (replay.gap) receive(replay.gap);
+      for (const entry of replay.entries) receive({ type: "trace.entry", entry });
+      after = replay.latestSequence;
+    } catch (caught) {
+      if (closed) return;
+      failed(caught);
+    }
+    replayed();
+    if (closed) return;
+    stream = follow("/api/trace/stream", {
+      after,
+      sequenceOf: (f) =>
+        f.type === "trace.entry" ? f.entry.sequence : f.type === "trace.gap" ? f.firstAvailableSequence - 1 : undefined,
+      onFrame: receive,
+    });
+  })();
+  return {
+    close() {
+      closed = true;
+      if (stream) stream.close();
+    },
+  };
+}

@@ -3,7 +3,7 @@
 // the retained history replayed once (GET /api/trace), then live from the trace stream. Newest
 // last; a text filter over method and summary; each row opens to its correlation and details.
 // Without `?session=` the page lists the active epoch's launches to choose from.
-import { follow, getJSON } from "/assets/api.js";
+import { followTrace, getJSON } from "/assets/api.js";
 import { h, replace, time } from "/assets/dom.js";
 import { correlationHref } from "/assets/trace-filter.js";
 
@@ -235,27 +235,18 @@ export function mount(container, params) {
     showCounts(matching, body.childElementCount / 2);
   }
 
-  async function start() {
-    let after = 0;
-    try {
-      const replay = await getJSON("/api/trace?after=0");
-      if (closed) return;
-      if (replay.gap) receive(replay.gap);
-      for (const entry of replay.entries) receive({ type: "trace.entry", entry });
-      after = replay.latestSequence;
-      if (frame) cancelAnimationFrame(frame);
-      flush();
-    } catch (caught) {
-      if (closed) return;
-      error.textContent = `Could not load the trace: ${caught.message}`;
-    }
-    showCounts(entries.length, body.childElementCount / 2);
-    view.dataset.ready = "true";
-    stream = follow("/api/trace/stream", {
-      after,
-      sequenceOf: (f) =>
-        f.type === "trace.entry" ? f.entry.sequence : f.type === "trace.gap" ? f.firstAvailableSequence - 1 : undefined,
-      onFrame: receive,
+  function start() {
+    stream = followTrace({
+      receive,
+      replayed() {
+        if (frame) cancelAnimationFrame(frame);
+        flush();
+        showCounts(entries.length, body.childElementCount / 2);
+        view.dataset.ready = "true";
+      },
+      failed(caught) {
+        error.textContent = `Could not load the trace: ${caught.message}`;
+      },
     });
   }
 

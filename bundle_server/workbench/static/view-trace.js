@@ -1,7 +1,7 @@
 // Trace: the unified trace, live. The retained history is replayed once (GET /api/trace), then
 // the stream follows from its last sequence. Entries stay in an array; the table renders only
 // the rows in view; frames are applied once per animation frame, so a burst costs one render.
-import { follow, getJSON } from "/assets/api.js";
+import { followTrace } from "/assets/api.js";
 import { h, replace, time } from "/assets/dom.js";
 import { showDetails } from "/assets/trace-details.js";
 import {
@@ -239,27 +239,17 @@ export function mount(container, params) {
     if (event.key === "Escape" && opened) close();
   });
 
-  async function start() {
-    let after = 0;
-    try {
-      const replay = await getJSON("/api/trace?after=0");
-      if (closed) return;
-      if (replay.gap) receive(replay.gap);
-      for (const entry of replay.entries) receive({ type: "trace.entry", entry });
-      after = replay.latestSequence;
-      if (frame) cancelAnimationFrame(frame);
-      flush();
-    } catch (caught) {
-      if (closed) return;
-      error.textContent = `Could not load the trace: ${caught.message}`;
-    }
-    view.dataset.ready = "true";
-    stream = follow("/api/trace/stream", {
-      after,
-      // After a gap the stream goes on from the first entry it still has.
-      sequenceOf: (f) =>
-        f.type === "trace.entry" ? f.entry.sequence : isGap(f) ? f.firstAvailableSequence - 1 : undefined,
-      onFrame: receive,
+  function start() {
+    stream = followTrace({
+      receive,
+      replayed() {
+        if (frame) cancelAnimationFrame(frame);
+        flush();
+        view.dataset.ready = "true";
+      },
+      failed(caught) {
+        error.textContent = `Could not load the trace: ${caught.message}`;
+      },
     });
   }
 
