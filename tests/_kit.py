@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +14,7 @@ from typing import Any
 
 from _projects import config, write_project
 
-from bundle_server import DevServer
+from bundle_server import DevServer, start_dev_server
 from bundle_server._http.app import create_app
 from bundle_server._http.shell import LoopbackShell
 from bundle_server.logs.hub import LogBridge, LogHub
@@ -121,13 +121,56 @@ def wait_active(server: DevServer, timeout: float = 60.0) -> DevServer:
     return server
 
 
+@contextmanager
+def kit_server(
+    root: Path, project: Path | None = None, **start_options: Any
+) -> Iterator[DevServer]:
+    """Our development server on `project` (by default a `route_project` at root/project),
+    its state under `root`, not watching, once its project has an active epoch;
+    `start_options` go to start_dev_server."""
+    if project is None:
+        project = route_project(root / "project")
+    with start_dev_server(
+        project, watch=False, environ={"BUNDLE_STATE_ROOT": str(root / "state")}, **start_options
+    ) as running:
+        yield wait_active(running)
+
+
+def kit_target(
+    server: DevServer, named: Mapping[str, Any] = ROUTE_TARGET, **settings: Any
+) -> Target:
+    """The kit's Target for `server` in the devkit profile, told of what `named` names (the
+    routes of `route_project` by default), then of `settings`."""
+    found = {"profile": "devkit", **named} | settings
+    return Target(server.url, server.session_token, server.receipt_token, **found)
+
+
+def mcp_target(server: DevServer, named: Mapping[str, Any], **settings: Any) -> Target:
+    """`kit_target` for a project of MCP servers: with no `mcp_server` named, none of the
+    tools in `named` is named either (they are the named server's)."""
+    found = dict(named) | settings
+    if found["mcp_server"] is None:
+        found |= {key: None for key in named if key.endswith("_tool")}
+    return kit_target(server, found)
+
+
 def run_kit(target: Target, *select: str, slow: bool = False) -> Report:
     """Run the kit (all of it by default) against `target`."""
     return run(replace(target, slow=slow), select or ["*"])
 
 
+def statuses(report: Report) -> dict[str, Status]:
+    return {r.requirement: r.status for r in report.results}
+
+
 def failing(report: Report) -> set[str]:
     return {r.requirement for r in report.results if r.status.failing}
+
+
+def assert_fails_exactly(report: Report, expected: set[str]) -> None:
+    """`report` fails the `expected` requirements (FAIL, not another failing status), no other."""
+    assert failing(report) == expected, describe(report)
+    assert all(report.result(i).status is Status.FAIL for i in expected)
 
 
 def describe(report: Report, wanted: set[str] | None = None) -> str:

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from _projects import config, write_project
+
 # A compiled server of the project: tools that echo, report the `_meta` they received, take
 # their time, raise, log, name their process, and end it; a resource and a prompt.
 TOOLS = """
@@ -164,3 +166,9 @@ def mcp_members(root: Path, remote_url: str | None = None) -> tuple[dict[str, An
     (root / "commanded.py").write_text(COMMAND, encoding="utf-8")
     (root / "silent.py").write_text(SILENT, encoding="utf-8")
     return {"mcpServers": servers}, {"mcp_tools.py": TOOLS}
+
+
+def mcp_project(root: Path, remote_url: str | None = None) -> Path:
+    """A bundle project at root/project whose MCP servers are `mcp_members`'."""
+    members, files = mcp_members(root, remote_url)
+    return write_project(root / "project", config(**members), files=files)

@@ -14,12 +14,14 @@ import shutil
 import socket
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from _kit import kit_server
 from _session_client import Client
 from fake_host import host
 from mcp.client.session import ClientSession
@@ -37,17 +39,9 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "safe-shell"
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     root = tmp_path_factory.mktemp("agent")
     shutil.copytree(EXAMPLE, root / "project")
-    with start_dev_server(
-        root / "project",
-        agent_api=True,
-        watch=False,
-        host_executables={"host_a": host("agent", "sleep")},
-        environ={"BUNDLE_STATE_ROOT": str(root / "state")},
+    with kit_server(
+        root, root / "project", agent_api=True, host_executables={"host_a": host("agent", "sleep")}
     ) as running:
-        deadline = time.monotonic() + 60
-        while running.project is None or running.project.active_epoch() is None:
-            assert time.monotonic() < deadline, "the project never built"
-            time.sleep(0.05)
         yield running
 
 
@@ -58,18 +52,25 @@ def in_thread(coroutine: Any) -> Any:
         return pool.submit(asyncio.run, coroutine).result(120)
 
 
+@asynccontextmanager
+async def agent_session(server: DevServer) -> AsyncIterator[ClientSession]:
+    """An initialized SDK client session on the agent endpoint, holding the agent token."""
+    assert server.agent is not None
+    headers = {"Authorization": f"Bearer {server.agent_token}"}
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(server.agent.url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
 def agent_calls(server: DevServer, *calls: tuple[str, dict[str, Any]]) -> list[Any]:
     """Call agent tools in order with the SDK client; each structured (or text) result."""
-    assert server.agent is not None
 
     async def run() -> list[Any]:
-        headers = {"Authorization": f"Bearer {server.agent_token}"}
-        async with (
-            create_mcp_http_client(headers=headers) as http,
-            streamable_http_client(server.agent.url, http_client=http) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+        async with agent_session(server) as session:
             found = []
             for name, arguments in calls:
                 result = await session.call_tool(name, arguments)
@@ -134,13 +135,7 @@ def test_a_refused_route_is_a_tool_error_naming_its_code(server: DevServer) -> N
     assert server.agent is not None
 
     async def run() -> Any:
-        headers = {"Authorization": f"Bearer {server.agent_token}"}
-        async with (
-            create_mcp_http_client(headers=headers) as http,
-            streamable_http_client(server.agent.url, http_client=http) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+        async with agent_session(server) as session:
             return await session.call_tool("invoke_route", {"route_id": "stop-review", "input": 3})
 
     result = in_thread(run())

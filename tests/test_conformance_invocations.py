@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _kit import ROUTE_TARGET, describe, failing, route_project, run_kit, serve, wait_active
+from _kit import ROUTE_TARGET, describe, failing, kit_server, kit_target, run_kit, serve, statuses
 
 from bundle_server import DevServer, start_dev_server
 from bundle_server.invocations import handlers, service
 from bundle_server.invocations.service import Invocation
 from bundle_server.invocations.window import RenderWindow, WindowEntry
-from conformance import Report, Status, Target, registered
+from conformance import Status, registered
 from conformance._cli import main
 from conformance._description import load
 
@@ -42,25 +42,12 @@ CANCEL = ("INV-01[12]", "INV-02[45]", "INV-031", "ERR-001")
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     root = tmp_path_factory.mktemp("kit-invocations")
-    with start_dev_server(
-        route_project(root / "project"),
-        watch=False,
-        environ={"BUNDLE_STATE_ROOT": str(root / "state")},
-    ) as running:
-        yield wait_active(running)
-
-
-def target(server: DevServer, **settings: Any) -> Target:
-    found = {"profile": "devkit", **ROUTE_TARGET} | settings
-    return Target(server.url, server.session_token, server.receipt_token, **found)
-
-
-def statuses(report: Report) -> dict[str, Status]:
-    return {r.requirement: r.status for r in report.results}
+    with kit_server(root) as running:
+        yield running
 
 
 def test_the_invocation_checks_pass_with_the_routes_named(server: DevServer) -> None:
-    report = run_kit(target(server), *IDS)
+    report = run_kit(kit_target(server), *IDS)
     found = statuses(report)
     assert set(found) == set(IDS)
     assert found.pop("INV-035") is Status.SKIP  # the project built: no BX3102 to see
@@ -70,7 +57,7 @@ def test_the_invocation_checks_pass_with_the_routes_named(server: DevServer) -> 
 def test_without_routes_the_checks_that_invoke_one_skip_and_say_how_to_name_it(
     server: DevServer,
 ) -> None:
-    bare = target(server, document_route=None, long_route=None, flood_route=None)
+    bare = kit_target(server, document_route=None, long_route=None, flood_route=None)
     report = run_kit(bare, *IDS)
     for result in report.results:
         if result.requirement in WITHOUT_ROUTES - {"INV-035"}:
@@ -81,7 +68,7 @@ def test_without_routes_the_checks_that_invoke_one_skip_and_say_how_to_name_it(
 
 
 def test_the_seed_profile_judges_status_outcome_and_retention_only(server: DevServer) -> None:
-    report = run_kit(target(server, profile="seed"), *IDS)
+    report = run_kit(kit_target(server, profile="seed"), *IDS)
     found = statuses(report)
     assert report.ok(), describe(report)
     passed = {i for i, s in found.items() if s is Status.PASS}
@@ -89,12 +76,12 @@ def test_the_seed_profile_judges_status_outcome_and_retention_only(server: DevSe
     for requirement in ("INV-012", "INV-016", "INV-033"):
         assert found[requirement] is Status.SKIP
         assert "invocation-shape" in report.result(requirement).reason
-    declared = run_kit(target(server, profile="seed", declared=frozenset({"invocation-shape"})))
+    declared = run_kit(kit_target(server, profile="seed", declared=frozenset({"invocation-shape"})))
     assert declared.result("INV-016").status is Status.PASS, describe(declared)
 
 
 def test_a_named_route_the_target_refuses_is_not_testable(server: DevServer) -> None:
-    report = run_kit(target(server, document_route="no-such-route"), "INV-026")
+    report = run_kit(kit_target(server, document_route="no-such-route"), "INV-026")
     result = report.result("INV-026")
     assert result.status is Status.NOT_TESTABLE and "BX3101" in result.reason, result
 
@@ -104,7 +91,7 @@ def test_before_any_epoch_an_invocation_is_bx3102(tmp_path: Path) -> None:
     with start_dev_server(
         tmp_path / "empty", watch=False, environ={"BUNDLE_STATE_ROOT": str(tmp_path / "state")}
     ) as empty:  # no project: no epoch is ever active
-        report = run_kit(target(empty), "INV-034", "INV-035")  # routes named, none built
+        report = run_kit(kit_target(empty), "INV-034", "INV-035")  # routes named, none built
     assert statuses(report) == {"INV-034": Status.SKIP, "INV-035": Status.PASS}, describe(report)
 
 
@@ -126,12 +113,12 @@ def test_a_window_that_drops_the_newest_document_event_fails_the_window_rules(
     server: DevServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(service, "RenderWindow", ForgetsDocuments)
-    report = run_kit(target(server), *WINDOW)
+    report = run_kit(kit_target(server), *WINDOW)
     assert failing(report) == {"INV-016", "LIM-002"}, describe(report)
     assert all(report.result(i).status is Status.FAIL for i in ("INV-016", "LIM-002"))
     assert "document" in report.result("INV-016").reason
     monkeypatch.undo()
-    assert run_kit(target(server), *WINDOW).ok()
+    assert run_kit(kit_target(server), *WINDOW).ok()
 
 
 def test_a_cancel_that_leaves_an_outcome_fails_the_cancel_rules(
@@ -144,20 +131,20 @@ def test_a_cancel_that_leaves_an_outcome_fails_the_cancel_rules(
         return found | ({"outcome": "render"} if found["status"] == "cancelled" else {})
 
     monkeypatch.setattr(Invocation, "envelope", leaves_outcome)
-    report = run_kit(target(server), *CANCEL)
+    report = run_kit(kit_target(server), *CANCEL)
     assert failing(report) == {"INV-012", "INV-024", "INV-031"}, describe(report)
     assert all(report.result(i).status is Status.FAIL for i in failing(report))
     assert "outcome" in report.result("INV-012").reason
     monkeypatch.undo()
-    assert run_kit(target(server), *CANCEL).ok()
+    assert run_kit(kit_target(server), *CANCEL).ok()
 
 
 def test_a_server_that_runs_an_input_its_route_does_not_declare_fails_the_input_rule(
     server: DevServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert statuses(run_kit(target(server), "INV-039")) == {"INV-039": Status.PASS}
+    assert statuses(run_kit(kit_target(server), "INV-039")) == {"INV-039": Status.PASS}
     monkeypatch.setattr(service, "check_input", lambda route, request: None)
-    report = run_kit(target(server), "INV-039")
+    report = run_kit(kit_target(server), "INV-039")
     assert failing(report) == {"INV-039"}, describe(report)
     reason = report.result("INV-039").reason
     assert "BX3104" in reason and "the invocation list changed" in reason, reason
@@ -167,13 +154,13 @@ def test_a_route_list_with_its_own_host_kinds_fails_the_route_list_rule(
     server: DevServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(handlers, "host_kinds", lambda: frozenset({"host_a"}))
-    report = run_kit(target(server), "INV-038")
+    report = run_kit(kit_target(server), "INV-038")
     assert failing(report) == {"INV-038"}, describe(report)
     assert "not the host kinds" in report.result("INV-038").reason
 
 
 def test_without_an_input_schema_the_input_rule_skips_and_says_why(server: DevServer) -> None:
-    report = run_kit(target(server, document_route="hangs"), "INV-039")
+    report = run_kit(kit_target(server, document_route="hangs"), "INV-039")
     result = report.result("INV-039")
     assert result.status is Status.SKIP and "declares no inputSchema" in result.reason
 
@@ -193,4 +180,4 @@ def test_the_routes_are_named_in_the_target_file_or_on_the_command_line(
     flags = [f"--{key.replace('_', '-')}={value}" for key, value in ROUTE_TARGET.items()]
     assert main([*run, "--profile", "devkit", *flags]) == 0
     with pytest.raises(ValueError, match="route id"):
-        replace(target(server), flood_route="")
+        replace(kit_target(server), flood_route="")

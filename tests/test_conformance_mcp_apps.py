@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _kit import describe, failing, run_kit, serve, wait_active
-from _mcp import mcp_members
-from _projects import config, write_project
+from _kit import assert_fails_exactly, describe, kit_server, mcp_target, run_kit, serve, statuses
+from _mcp import mcp_project
 
-from bundle_server import DevServer, start_dev_server
+from bundle_server import DevServer
 from bundle_server.mcp import apps
 from bundle_server.mcp.apps import AppBindings
-from conformance import Report, Status, Target, registered
+from conformance import Status, Target, registered
 from conformance._cli import main
 from conformance._description import load
 
@@ -42,29 +41,12 @@ CLOSED = {"MCP-004", "ERR-002"}  # the rows of a closed binding: they need the c
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     root = tmp_path_factory.mktemp("kit-mcp-apps")
-    members, files = mcp_members(root)
-    with start_dev_server(
-        write_project(root / "project", config(**members), files=files),
-        watch=False,
-        environ={"BUNDLE_STATE_ROOT": str(root / "state")},
-    ) as running:
-        yield wait_active(running)
+    with kit_server(root, mcp_project(root)) as running:
+        yield running
 
 
 def target(server: DevServer, **settings: Any) -> Target:
-    found = {"profile": "devkit", **APP_TARGET} | settings
-    if found["mcp_server"] is None:  # the tools are the named server's
-        found |= {"mcp_tool": None, "mcp_crash_tool": None}
-    return Target(server.url, server.session_token, server.receipt_token, **found)
-
-
-def statuses(report: Report) -> dict[str, Status]:
-    return {r.requirement: r.status for r in report.results}
-
-
-def assert_fails_exactly(report: Report, expected: set[str]) -> None:
-    assert failing(report) == expected, describe(report)
-    assert all(report.result(i).status is Status.FAIL for i in expected)
+    return mcp_target(server, APP_TARGET, **settings)
 
 
 def test_the_checks_cover_the_app_binding_rows() -> None:

@@ -14,14 +14,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _kit import ROUTE_TARGET, describe, failing, route_project, run_kit, serve, wait_active
+from _kit import (
+    ROUTE_TARGET,
+    assert_fails_exactly,
+    describe,
+    kit_server,
+    kit_target,
+    run_kit,
+    serve,
+    statuses,
+)
 
 from bundle_contract._validation import validate
 from bundle_server import DevServer, start_dev_server
 from bundle_server._http import request
 from bundle_server.invocations.service import InvocationService
 from bundle_server.runtime.service import RuntimeService
-from conformance import Report, Status, Target, registered
+from conformance import Status, registered
 from conformance.checks.runtime import host_kind
 
 CHECKS = [c for c in registered() if c.name.startswith("runtime.")]
@@ -33,26 +42,8 @@ SHAPED = {"RUN-002", "RUN-004", "RUN-005"}
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     root = tmp_path_factory.mktemp("kit-runtime")
-    with start_dev_server(
-        route_project(root / "project"),
-        watch=False,
-        environ={"BUNDLE_STATE_ROOT": str(root / "state")},
-    ) as running:
-        yield wait_active(running)
-
-
-def target(server: DevServer, **settings: Any) -> Target:
-    found = {"profile": "devkit", **ROUTE_TARGET} | settings
-    return Target(server.url, server.session_token, server.receipt_token, **found)
-
-
-def statuses(report: Report) -> dict[str, Status]:
-    return {r.requirement: r.status for r in report.results}
-
-
-def assert_fails_exactly(report: Report, expected: set[str]) -> None:
-    assert failing(report) == expected, describe(report)
-    assert all(report.result(i).status is Status.FAIL for i in expected)
+    with kit_server(root) as running:
+        yield running
 
 
 def test_the_checks_cover_the_run_rows() -> None:
@@ -60,14 +51,14 @@ def test_the_checks_cover_the_run_rows() -> None:
 
 
 def test_the_run_checks_pass_with_the_document_route_named(server: DevServer) -> None:
-    report = run_kit(target(server), *IDS)
+    report = run_kit(kit_target(server), *IDS)
     assert statuses(report) == dict.fromkeys(IDS, Status.PASS), describe(report)
 
 
 def test_without_the_document_route_the_checks_that_run_a_surface_skip_and_say_how_to_name_it(
     server: DevServer,
 ) -> None:
-    report = run_kit(target(server, document_route=None), *IDS)
+    report = run_kit(kit_target(server, document_route=None), *IDS)
     assert report.result("RUN-001").status is Status.PASS, describe(report)
     for requirement in IDS[1:]:
         result = report.result(requirement)
@@ -77,7 +68,7 @@ def test_without_the_document_route_the_checks_that_run_a_surface_skip_and_say_h
 
 
 def test_the_seed_profile_judges_the_request_and_the_answer_only(server: DevServer) -> None:
-    report = run_kit(target(server, profile="seed"), *IDS)
+    report = run_kit(kit_target(server, profile="seed"), *IDS)
     found = statuses(report)
     assert report.ok(), describe(report)
     assert found["RUN-001"] is Status.PASS and found["RUN-003"] is Status.PASS
@@ -85,13 +76,15 @@ def test_the_seed_profile_judges_the_request_and_the_answer_only(server: DevServ
         assert found[requirement] is Status.SKIP
         assert "runtime-run-shape" in report.result(requirement).reason
     assert found["RUN-006"] is Status.SKIP  # a design row: not judged in the seed profile
-    declared = run_kit(target(server, profile="seed", declared=frozenset({"runtime-run-shape"})))
+    declared = run_kit(
+        kit_target(server, profile="seed", declared=frozenset({"runtime-run-shape"}))
+    )
     assert all(declared.result(i).status is Status.PASS for i in SHAPED), describe(declared)
     assert declared.result("RUN-006").status is Status.SKIP  # needs `design` too
 
 
 def test_a_named_surface_the_target_refuses_is_not_testable(server: DevServer) -> None:
-    report = run_kit(target(server, document_route="no-such-route"), *IDS)
+    report = run_kit(kit_target(server, document_route="no-such-route"), *IDS)
     assert report.result("RUN-001").status is Status.PASS, describe(report)
     for requirement in IDS[1:]:
         result = report.result(requirement)
@@ -103,7 +96,7 @@ def test_before_any_epoch_a_run_is_not_testable(tmp_path: Path) -> None:
     with start_dev_server(
         tmp_path / "empty", watch=False, environ={"BUNDLE_STATE_ROOT": str(tmp_path / "state")}
     ) as empty:  # no project: no epoch is ever active
-        report = run_kit(target(empty), *IDS)
+        report = run_kit(kit_target(empty), *IDS)
     assert report.result("RUN-001").status is Status.PASS, describe(report)
     result = report.result("RUN-003")
     assert result.status is Status.NOT_TESTABLE and "BX3102" in result.reason, result
@@ -125,12 +118,12 @@ def test_a_create_that_accepts_a_request_without_target_fails_the_request_rule(
         validate(schema, value, *args, **details)
 
     monkeypatch.setattr(request, "validate", defaults_target)  # what the body parser calls
-    report = run_kit(target(server), *IDS)
+    report = run_kit(kit_target(server), *IDS)
     assert_fails_exactly(report, {"RUN-001"})
     assert "without `target`" in report.result("RUN-001").reason
     assert "without `input`" not in report.result("RUN-001").reason
     monkeypatch.undo()
-    assert run_kit(target(server), "RUN-001").ok()
+    assert run_kit(kit_target(server), "RUN-001").ok()
 
 
 def test_a_list_without_the_newest_run_fails_the_list_rule(
@@ -138,11 +131,11 @@ def test_a_list_without_the_newest_run_fails_the_list_rule(
 ) -> None:
     recent = RuntimeService.recent
     monkeypatch.setattr(RuntimeService, "recent", lambda self: recent(self)[1:])
-    report = run_kit(target(server), *IDS)
+    report = run_kit(kit_target(server), *IDS)
     assert_fails_exactly(report, {"RUN-004"})
     assert "newest two runs" in report.result("RUN-004").reason
     monkeypatch.undo()
-    assert run_kit(target(server), "RUN-004").ok()
+    assert run_kit(kit_target(server), "RUN-004").ok()
 
 
 def test_an_item_route_answering_another_run_fails_the_item_rule(
@@ -156,11 +149,11 @@ def test_an_item_route_answering_another_run_fails_the_item_rule(
         return others[0] if others else found
 
     monkeypatch.setattr(RuntimeService, "get", another)
-    report = run_kit(target(server), *IDS)
+    report = run_kit(kit_target(server), *IDS)
     assert_fails_exactly(report, {"RUN-005"})
     assert "not the record its create answered" in report.result("RUN-005").reason
     monkeypatch.undo()
-    assert run_kit(target(server), "RUN-005").ok()
+    assert run_kit(kit_target(server), "RUN-005").ok()
 
 
 def test_a_run_whose_invocation_saw_another_host_fails_the_run_invocation_rule(
@@ -172,8 +165,8 @@ def test_a_run_whose_invocation_saw_another_host_fails_the_run_invocation_rule(
         return start(self, *args, host="host_b" if host else None)
 
     monkeypatch.setattr(InvocationService, "start", as_host_b)
-    report = run_kit(target(server), *IDS)
+    report = run_kit(kit_target(server), *IDS)
     assert_fails_exactly(report, {"RUN-006"})
     assert "not 'host_a'" in report.result("RUN-006").reason
     monkeypatch.undo()
-    assert run_kit(target(server), "RUN-006").ok()
+    assert run_kit(kit_target(server), "RUN-006").ok()

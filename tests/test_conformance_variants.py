@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from _kit import SESSION, describe, failing, run_kit, serve
+from _kit import SESSION, assert_fails_exactly, failing, run_kit, serve
 
 from bundle_server._streams.sequenced import SequencedHub
 from bundle_server.project.hub import ProjectHub
 from bundle_server.trace.hub import TraceHub
-from conformance import Report, Status
+from conformance import Status
 from conformance._expect import route, session_header
 
 Environ = dict[str, Any]
@@ -24,11 +24,6 @@ RECEIPTS = route("trace.receipts")["path"]
 # The areas the middleware variants are run for: every fast check of the guard, the receipt
 # route and responses (the trace and log checks cannot notice a header fault).
 GUARD_AREAS = ("GUARD-*", "SRV-*", "AUTH-*", "ENV-*", "ERR-*", "RCPT-*", "LIM-*")
-
-
-def assert_fails_exactly(report: Report, expected: set[str]) -> None:
-    assert failing(report) == expected, describe(report)
-    assert all(report.result(i).status is Status.FAIL for i in expected)
 
 
 def drop_origin(only: Callable[[str], bool]) -> Callable[[WSGIApp], WSGIApp]:

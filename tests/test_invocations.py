@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _kit import kit_server, wait_active
 from _projects import config, write_project
 from _routes import COMMON_ROUTES, route_rows
 from _session_client import Client
@@ -120,17 +121,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
         ),
         files={"bundle_routes.py": ROUTES, "bundle_fixtures.py": FIXTURES},
     )
-    running = start_dev_server(
-        project, check_responses=True, watch=False, environ={"BUNDLE_STATE_ROOT": str(root / "s")}
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while running.project is None or running.project.active_epoch() is None:
-            assert time.monotonic() < deadline, "the project never built"
-            time.sleep(0.05)
+    with kit_server(root, project, check_responses=True) as running:
         yield running
-    finally:
-        running.close()
 
 
 @pytest.fixture
@@ -323,10 +315,7 @@ def test_the_standalone_runtime_starts_a_worker_per_run(tmp_path: Path) -> None:
     )
     try:
         assert server.project is not None
-        deadline = time.monotonic() + 60
-        while server.project.active_epoch() is None:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_active(server)
         client = Client(server.port, server.session_token)
         runs = [invoke(client, routeId="pid")[1]["invocation"] for _ in range(2)]
         assert [run["context"]["runtime"] for run in runs] == ["standalone", "standalone"]

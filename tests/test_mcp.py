@@ -12,12 +12,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _mcp import mcp_members, remote_server
-from _projects import config, write_project
+from _kit import kit_server
+from _mcp import mcp_project, remote_server
 from _session_client import Client
 
 from bundle_contract._schemas import reference_validator
-from bundle_server import start_dev_server
 from bundle_server._dev_server import DevServer
 from bundle_server.mcp import service
 
@@ -25,23 +24,11 @@ from bundle_server.mcp import service
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     root = tmp_path_factory.mktemp("mcp")
-    with remote_server(root) as url:
-        members, files = mcp_members(root, url)
-        project = write_project(root / "p", config(**members), files=files)
-        running = start_dev_server(
-            project,
-            check_responses=True,
-            watch=False,
-            environ={"BUNDLE_STATE_ROOT": str(root / "s")},
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while running.project is None or running.project.active_epoch() is None:
-                assert time.monotonic() < deadline, "the project never built"
-                time.sleep(0.05)
-            yield running
-        finally:
-            running.close()
+    with (
+        remote_server(root) as url,
+        kit_server(root, mcp_project(root, url), check_responses=True) as running,
+    ):
+        yield running
 
 
 @pytest.fixture
@@ -54,6 +41,19 @@ def epoch(server: DevServer) -> str:
     active = server.project.active_epoch()
     assert active is not None
     return active[0]
+
+
+def rebuilt(client: Client, server: DevServer, change: str) -> None:
+    """Append `change` to the compiled server's module, build, and wait for the new epoch."""
+    assert server.project is not None
+    module = server.project.root / "mcp_tools.py"
+    module.write_text(module.read_text() + change, encoding="utf-8")
+    first = epoch(server)
+    client.request("POST", "/api/project/builds", {})
+    deadline = time.monotonic() + 60
+    while epoch(server) == first:
+        assert time.monotonic() < deadline, "no new epoch"
+        time.sleep(0.05)
 
 
 def launch(client: Client, server: DevServer, name: str) -> str:
@@ -512,14 +512,7 @@ def test_a_new_epoch_that_changes_a_launch_ends_its_old_session(
     old = launch(client, server, "tools")
     before = call(client, old, "pid")["result"]["structuredContent"]["result"]
     remote = launch(client, server, "remote")
-    module = server.project.root / "mcp_tools.py"
-    module.write_text(module.read_text() + "\n# a change: a new epoch\n", encoding="utf-8")
-    first = epoch(server)
-    client.request("POST", "/api/project/builds", {})
-    deadline = time.monotonic() + 60
-    while epoch(server) == first:
-        assert time.monotonic() < deadline, "no new epoch"
-        time.sleep(0.05)
+    rebuilt(client, server, "\n# a change: a new epoch\n")
     new = launch(client, server, "tools")
     assert new != old  # the compiled server's files are the new epoch's: a new launch
     status, body = operate(client, old, method="ping")
@@ -544,14 +537,7 @@ def test_a_binding_of_a_launch_a_new_epoch_drops_closes_even_if_never_opened(
     assert server.project is not None
     session = launch(client, server, "silent")  # never opened: it never answers initialize
     binding = mount(client, session, toolName="any", input={})[1]["binding"]["bindingId"]
-    module = server.project.root / "mcp_tools.py"
-    module.write_text(module.read_text() + "\n# another change\n", encoding="utf-8")
-    first = epoch(server)
-    client.request("POST", "/api/project/builds", {})
-    deadline = time.monotonic() + 60
-    while epoch(server) == first:
-        assert time.monotonic() < deadline, "no new epoch"
-        time.sleep(0.05)
+    rebuilt(client, server, "\n# another change\n")
     # The stream ends once the binding closed: it never got more than the call's input.
     events = notifications(client, binding)
     assert methods(events) == ["ui/notifications/tool-input", "end"]

@@ -47,13 +47,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
         config(routes=routes, dev={"contracts": {"fixtures": "runtime_fixtures.py"}}),
         files={"runtime_routes.py": ROUTES, "runtime_fixtures.py": FIXTURES},
     )
-    running = start_dev_server(
+    with start_dev_server(
         project, check_responses=True, watch=False, environ={"BUNDLE_STATE_ROOT": str(root / "s")}
-    )
-    try:
+    ) as running:
         yield running
-    finally:
-        running.close()
 
 
 @pytest.fixture
