@@ -136,6 +136,9 @@ class DevServer:
         config = read_project_config(self.project_root)
         self._explicit_hosts = dict(host_executables or {})
         self._host_executables = self._executables(config)
+        # The agent endpoint: asked for by the caller, or by the project's development config
+        # (DevConfig `agentApi` of a bundle.config.json, read here, at start).
+        self._agent_api = bool(options["agentApi"] or config.get("dev", {}).get("agentApi"))
         self._check_responses = check_responses
         self._watch = watch
         self._environ = dict(environ if environ is not None else os.environ)
@@ -227,7 +230,7 @@ class DevServer:
         )
         # The agent endpoint (off by default): its URL and token go to every host session.
         session_env = None
-        if self.options["agentApi"]:
+        if self._agent_api:
             self.agent = self._start_agent()
             session_env = dict(os.environ) | {
                 get_spec().variable("agent-url"): self.agent.url,

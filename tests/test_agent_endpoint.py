@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from _kit import kit_server
+from _projects import config, write_project
 from _session_client import Client
 from fake_host import host
 from mcp.client.session import ClientSession
@@ -212,3 +213,12 @@ def test_a_websocket_upgrade_is_never_served(server: DevServer) -> None:
 def test_the_endpoint_files_directory_is_private(server: DevServer) -> None:
     directory = endpoint_path(server.project_root).parent
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+
+
+def test_the_projects_development_config_can_ask_for_it(tmp_path: Path) -> None:
+    write_project(tmp_path / "p", config(dev={"agentApi": True}))
+    with start_dev_server(tmp_path / "p", watch=False) as running:
+        assert running.agent is not None and endpoint_path(running.project_root).exists()
+    write_project(tmp_path / "q", config(dev={"agentApi": False}))
+    with start_dev_server(tmp_path / "q", watch=False) as plain:
+        assert plain.agent is None
