@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,8 @@ import textwrap
 import time
 from pathlib import Path
 from typing import Any
+
+from _devserver import DevServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -88,44 +89,9 @@ def bare_round(source: Path, calls: int) -> list[float]:
     return times
 
 
-class Server:
-    def __init__(self, project: Path, state: Path) -> None:
-        ready = state / "ready.json"
-        env = {**os.environ, "BUNDLE_STATE_ROOT": str(state)}
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "bundle_server",
-                str(project),
-                "--port",
-                "0",
-                "--ready-file",
-                str(ready),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                raise SystemExit("FAILED: the server did not start")
-            time.sleep(0.05)
-        info = json.loads(ready.read_text())
-        self.port = int(info["url"].rsplit(":", 1)[1])
-        self.token = info["session"]
-        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-
+class Server(DevServerProcess):
     def post(self, body: dict[str, Any]) -> tuple[int, Any]:
-        headers = {
-            "Host": f"127.0.0.1:{self.port}",
-            "x-bundle-session": self.token,
-            "Content-Type": "application/json",
-        }
-        self.conn.request("POST", "/api/routes/invocations", json.dumps(body), headers)
-        response = self.conn.getresponse()
-        return response.status, json.loads(response.read())
+        return self.request("POST", "/api/routes/invocations", body)
 
     def wait_built(self) -> None:
         deadline = time.monotonic() + 60
@@ -133,11 +99,6 @@ class Server:
             if time.monotonic() > deadline:
                 raise SystemExit("FAILED: the project never built")
             time.sleep(0.1)
-
-    def close(self) -> None:
-        self.conn.close()
-        self.process.terminate()
-        self.process.wait(30)
 
 
 def server_round(server: Server, calls: int) -> list[float]:

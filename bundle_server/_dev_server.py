@@ -192,6 +192,10 @@ class DevServer:
             watch=self._watch,
             in_use=self._epochs_in_use,
         )
+        # A bundle.config.py is read by the build only: its dev.hosts apply from the first
+        # epoch built with it on (an explicit host_executables still wins per host kind). The
+        # first listener of an adoption: a session asked for right after it finds them set.
+        self.project.on_adopted(self._adopt_config_hosts)
         # What a killed predecessor's sessions left running ends before any session starts.
         ledger = self.project.state_path(layout().session_ledger)
         if ledger is not None:
@@ -245,9 +249,6 @@ class DevServer:
             publish=functools.partial(self.hub.publish, "session"),
             engine=self._shell_engine,
         )
-        # A bundle.config.py is read by the build only: its dev.hosts apply from the first
-        # epoch built with it on (an explicit host_executables still wins per host kind).
-        self.project.on_adopted(self._adopt_config_hosts)
         # MCP App previews run on an origin of their own (see workbench/app_frame.py).
         self.app_frame = AppFrame(
             [self.url, f"http://localhost:{self.port}", *self.options["workbenchDevOrigins"]]

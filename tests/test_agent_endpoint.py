@@ -30,6 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bundle_contract._schemas import reference_validator
+from bundle_contract._spec import get_spec
 from bundle_server import DevServer, start_dev_server
 from bundle_server.agent.endpoint import endpoint_path
 
@@ -222,3 +223,21 @@ def test_the_projects_development_config_can_ask_for_it(tmp_path: Path) -> None:
     write_project(tmp_path / "q", config(dev={"agentApi": False}))
     with start_dev_server(tmp_path / "q", watch=False) as plain:
         assert plain.agent is None
+
+
+def test_a_rebuild_is_asked_for_and_the_trace_is_read_in_bounded_pages(server: DevServer) -> None:
+    bound = get_spec().limit("agent-trace-entries")["maximum"]
+    for index in range(bound + 50):  # more entries than one page holds
+        server.hub.publish("diagnostic", "agent.page", f"entry {index}")
+    invalidation, one, paged = agent_calls(
+        server,
+        ("rebuild", {}),
+        ("trace", {"limit": 1}),
+        ("trace", {"limit": 10**6}),
+    )
+    reference_validator("Invalidation.json").validate(invalidation)
+    assert invalidation["reason"] == "manual"
+    assert len(one["entries"]) == 1
+    assert one["entries"][0]["sequence"] <= one["latestSequence"]
+    assert len(paged["entries"]) == bound  # the newest page of them, no more
+    assert paged["entries"][-1]["sequence"] == paged["latestSequence"]

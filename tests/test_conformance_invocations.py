@@ -175,7 +175,7 @@ def test_the_routes_are_named_in_the_target_file_or_on_the_command_line(
         encoding="utf-8",
     )
     assert load(file) == {"profile": "devkit", **ROUTE_TARGET}
-    run = ["run", "--url", server.url, "--session", server.session_token, "--select", "INV-02?"]
+    run = ["run", "--url", server.url, f"--session={server.session_token}", "--select", "INV-02?"]
     assert main([*run, "--target-file", str(file)]) == 0
     flags = [f"--{key.replace('_', '-')}={value}" for key, value in ROUTE_TARGET.items()]
     assert main([*run, "--profile", "devkit", *flags]) == 0

@@ -240,7 +240,7 @@ def test_the_server_and_tool_are_named_in_the_target_file_or_on_the_command_line
         encoding="utf-8",
     )
     assert load(file) == {"profile": "devkit", **MCP_TARGET}
-    run = ["run", "--url", server.url, "--session", server.session_token]
+    run = ["run", "--url", server.url, f"--session={server.session_token}"]
     run += ["--select", "MCP-016", "MCP-02?"]
     assert main([*run, "--target-file", str(file)]) == 0
     flags = [f"--{key.replace('_', '-')}={value}" for key, value in MCP_TARGET.items()]

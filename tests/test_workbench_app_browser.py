@@ -9,11 +9,12 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 from _browser import Browser, Problems, WorkbenchServer, screenshot, signed_in, workbench_server
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "safe-shell"
 FIRST = 30_000  # the first operation starts the MCP server process
@@ -37,19 +38,26 @@ def page(browser: Browser, server: WorkbenchServer) -> Iterator[tuple[Page, Prob
         yield page, problems
 
 
-def test_a_tool_with_an_app_shows_it_on_its_own_origin_with_its_notifications(
-    page: tuple[Page, Problems], server: WorkbenchServer
-) -> None:
-    tab, _ = page
+def call_report(tab: Page, server: WorkbenchServer, command: str) -> tuple[Locator, Any]:
+    """Open the MCP view on `command_report` and call it with `command`: the form (once the
+    call is sent) and the server list the page read."""
     listed = tab.request.get(f"{server.url}/api/mcp/servers").json()
     session = listed["servers"][0]["launches"][0]["launchId"]
     tab.goto(f"{server.url}/mcp?session={session}&tool=command_report")
     form = tab.get_by_role("form", name="Call command_report")
     expect(form).to_be_visible(timeout=FIRST)
+    form.get_by_label("command", exact=True).fill(command)
+    form.get_by_role("button", name="Call").click()
+    return form, listed
+
+
+def test_a_tool_with_an_app_shows_it_on_its_own_origin_with_its_notifications(
+    page: tuple[Page, Problems], server: WorkbenchServer
+) -> None:
+    tab, _ = page
+    _, listed = call_report(tab, server, "rm -rf /")
     pane = tab.get_by_role("region", name="App preview")
     expect(pane).to_contain_text("ui://safe-shell/report.html")
-    form.get_by_label("command", exact=True).fill("rm -rf /")
-    form.get_by_role("button", name="Call").click()
     frame = pane.locator("iframe.app-frame")
     expect(frame).to_have_count(1, timeout=FIRST)
     source = frame.get_attribute("src") or ""
@@ -85,13 +93,7 @@ def test_inside_the_app_nothing_can_be_fetched(
     page: tuple[Page, Problems], server: WorkbenchServer
 ) -> None:
     tab, problems = page
-    listed = tab.request.get(f"{server.url}/api/mcp/servers").json()
-    session = listed["servers"][0]["launches"][0]["launchId"]
-    tab.goto(f"{server.url}/mcp?session={session}&tool=command_report")
-    form = tab.get_by_role("form", name="Call command_report")
-    expect(form).to_be_visible(timeout=FIRST)
-    form.get_by_label("command", exact=True).fill("ls")
-    form.get_by_role("button", name="Call").click()
+    call_report(tab, server, "ls")
     app = tab.frame_locator("iframe.app-frame").frame_locator("iframe")
     expect(app.locator("#verdict")).to_have_text("'ls' may run", timeout=FIRST)
     inner = next(f for f in tab.frames if f.parent_frame and f.parent_frame.parent_frame)

@@ -31,8 +31,6 @@ from bundle_contract._validation import validate
 from bundle_server.invocations.service import InvocationService
 from bundle_server.trace.hub import TraceHub
 
-TRACE_LIMIT = 500  # entries one `trace` call answers at most
-
 
 class AgentError(ToolError):
     """A refusal of the server's, for the agent: `CODE: message` (a ToolError: the SDK passes
@@ -59,6 +57,7 @@ def agent_server(
         ),
     )
     render_time = get_spec().limit("route-render-time")["maximum"] / 1000
+    trace_bound: int = get_spec().limit("agent-trace-entries")["maximum"]
 
     @server.tool()
     def trace(after: int = 0, source: str | None = None, limit: int = 100) -> dict[str, Any]:
@@ -66,7 +65,7 @@ def agent_server(
         invocation, kernel, mcp, session, log, diagnostic), the newest `limit` of them."""
         replay = hub.replay(max(0, after))
         entries = [e for e in replay["entries"] if source is None or e["source"] == source]
-        kept = entries[-max(1, min(limit, TRACE_LIMIT)) :]
+        kept = entries[-max(1, min(limit, trace_bound)) :]
         return {"entries": kept, "latestSequence": replay["latestSequence"]}
 
     @server.tool()

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from bundle_contract._build import layout
 from bundle_contract._generated.errors import (
     McpLaunchUnknown,
     McpRequestTimedOut,
@@ -51,8 +51,6 @@ from bundle_server.mcp.launches import Launch, launch_groups, server_names, serv
 from bundle_server.mcp.wire import Exchange
 
 Publish = Callable[..., object]
-# The ArtifactEpoch id's shape: what may name a directory of published epochs.
-EPOCH_ID = re.compile(r"^ep_[0-9a-f]{16}$")
 CORRELATION_META = "bundle/correlationId"
 
 
@@ -323,7 +321,8 @@ class McpService:
         return groups
 
     def _published(self, epoch_id: str) -> Path | None:
-        if self._epochs is None or not EPOCH_ID.match(epoch_id):
+        # Only an epoch's name (runtime.toml layout) may name a directory of published epochs.
+        if self._epochs is None or not layout().epoch_name(epoch_id):
             return None
         artifact = self._epochs / epoch_id
         return artifact if (artifact / "bundle.manifest.json").is_file() else None

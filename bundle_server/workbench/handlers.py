@@ -9,13 +9,13 @@ keeps it out of Referer headers. A wrong token is a 401 and sets nothing.
 
 The page is static and holds no secret, so it is served without a session: its scripts use the
 guarded API with the cookie, and tell a visitor without one where to get it. Every view's path
-(`/`, `/sessions`, `/trace`, `/logs`, `/project`, `/routes`, `/runtime`) answers the same
-page, which shows the view its path names. Its scripts and styles are files
-(`workbench.asset`: the page's own from `static/`, the pinned libraries from `vendor/`), so
-the Content-Security-Policy admits no inline script at all. Styles: xterm.js writes its
-theme and cell metrics into `<style>` elements it makes at run time, so `style-src-elem`
-admits inline style elements; with `default-src 'none'` (no images, fonts or connections
-elsewhere) injected CSS has nowhere to send anything.
+(routes.toml group `workbench`, transport `html`: `/`, `/sessions`, `/trace`, ..., `/mcp`,
+`/advanced/protocol`) answers the same page, which shows the view its path names. Its scripts
+and styles are files (`workbench.asset`: the page's own from `static/`, the pinned libraries
+from `vendor/`), so the Content-Security-Policy admits no inline script at all. Styles:
+xterm.js writes its theme and cell metrics into `<style>` elements it makes at run time, so
+`style-src-elem` admits inline style elements; with `default-src 'none'` (no images, fonts or
+connections elsewhere) injected CSS has nowhere to send anything.
 """
 
 from __future__ import annotations
