@@ -172,9 +172,7 @@ class McpConnection:
         finally:
             self.closed = True
             self.session = None
-            for exchange in list(self._pending.values()):
-                exchange.answered.set()  # nobody will answer them now
-            self._pending.clear()
+            self._pending.clear()  # nobody will answer them now
             self.on_end()  # the service forgets this session and closes its bindings
 
     async def _logged(self, params: types.LoggingMessageNotificationParams) -> None:
@@ -214,7 +212,9 @@ class McpConnection:
             raise McpDown(self.explain())
         token = SENDING.set(exchange)
         try:
-            await asyncio.wait_for(self._send(session, method, params, meta), timeout)
+            # A timeout scope, not wait_for: no task of its own per operation.
+            async with asyncio.timeout(timeout):
+                await self._send(session, method, params, meta)
         except MCPError as error:
             if exchange.error is None and exchange.result is None:  # not the server's answer
                 if error.code == CONNECTION_CLOSED or self.closed:

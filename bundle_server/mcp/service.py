@@ -103,6 +103,8 @@ class SessionWire:
         self._methods: dict[Any, tuple[str, dict[str, Any]]] = {}
         self.tools: set[str] = set()
         self.prompts: set[str] = set()
+        self._protocol = page("workbench.protocol", launch.launch_id)
+        self._pages: dict[tuple[str, str], str] = {}
 
     def _correlation(self, request_id: str | None, exchange: Exchange | None) -> dict[str, str]:
         found = {"mcpSessionId": self._launch.launch_id, "epochId": self._epoch}
@@ -120,13 +122,21 @@ class SessionWire:
         return {}
 
     def _href(self, method: str, subject: Mapping[str, str]) -> str:
-        session = self._launch.launch_id
         name = subject.get("name", "")
         if method == "tools/call" and name in self.tools:
-            return page("workbench.mcp", session, tool=name)
+            return self._page("tool", name)
         if method == "prompts/get" and name in self.prompts:
-            return page("workbench.mcp", session, prompt=name)
-        return page("workbench.protocol", session)
+            return self._page("prompt", name)
+        return self._protocol
+
+    def _page(self, key: str, name: str) -> str:
+        # Asked twice per call: a tool's link is built once per session.
+        found = self._pages.get((key, name))
+        if found is None:
+            found = self._pages[(key, name)] = page(
+                "workbench.mcp", self._launch.launch_id, **{key: name}
+            )
+        return found
 
     def sent(self, message: dict[str, Any], exchange: Exchange | None) -> None:
         method = str(message.get("method", ""))
@@ -154,7 +164,7 @@ class SessionWire:
                 f"{self._launch.server}: {method}",
                 self._correlation(None, None),
                 {"direction": "out", "method": method},
-                href=page("workbench.protocol", self._launch.launch_id),
+                href=self._protocol,
             )
         else:  # our answer to a server's request
             self._publish(
@@ -162,11 +172,10 @@ class SessionWire:
                 f"{self._launch.server}: answer to request {message.get('id')}",
                 self._correlation(None, None),
                 {"direction": "out", "jsonrpcId": message.get("id")},
-                href=page("workbench.protocol", self._launch.launch_id),
+                href=self._protocol,
             )
 
     def received(self, message: dict[str, Any], exchange: Exchange | None) -> None:
-        session = self._launch.launch_id
         if "method" not in message:  # a response or an error, to one of our requests
             jsonrpc_id = message.get("id")
             method, subject = self._methods.pop(jsonrpc_id, ("", {}))
@@ -208,7 +217,7 @@ class SessionWire:
             summary,
             self._correlation(None, None),
             details,
-            href=page("workbench.protocol", session),
+            href=self._protocol,
         )
 
     def forget(self, jsonrpc_id: int | str) -> None:

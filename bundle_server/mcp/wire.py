@@ -15,7 +15,7 @@ import contextvars
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, Self
 
@@ -36,7 +36,6 @@ class Exchange:
     duration_ms: float | None = None
     result: Any = None
     error: dict[str, Any] | None = None
-    answered: anyio.Event = field(default_factory=anyio.Event)
 
 
 logger = logging.getLogger("bundle_server.mcp")
@@ -155,8 +154,6 @@ class TapRead(_Tap):
                 else:
                     exchange.error = dict(data.get("error") or {})
             report(self._wire.received, data, exchange)
-            if exchange is not None:
-                exchange.answered.set()
         return item
 
     def __aiter__(self) -> TapRead:
