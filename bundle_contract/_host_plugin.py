@@ -37,6 +37,7 @@ from bundle_contract._spec import Spec, get_spec, plain, row_label
 
 __all__ = [
     "HOOK_FORMATS",
+    "batch_args",
     "hook_command",
     "hook_format_problems",
     "payload_gaps",
@@ -46,6 +47,7 @@ __all__ = [
 ]
 
 PLUGIN_DIR_TOKEN = "{plugin_dir}"
+PROMPT_TOKEN = "{prompt}"
 SHEBANG_MAX = 127  # bytes the kernel reads of a `#!` line (BINPRM_BUF_SIZE before Linux 5.1)
 # Characters that would end or expand the double-quoted interpreter path of the polyglot line.
 POLYGLOT_REFUSED = ('"', "$", "`", "\\", "\n", "\r", "\0")
@@ -92,6 +94,15 @@ def plugin_args(host: str, plugin_dir: str | os.PathLike[str]) -> list[str]:
         raise ValueError(f"{host} is not a session host: hosts.toml gives it no [host.session]")
     path = os.fspath(plugin_dir)
     return [arg.replace(PLUGIN_DIR_TOKEN, path) for arg in row["session"]["plugin_args"]]
+
+
+def batch_args(host: str, prompt: str) -> list[str]:
+    """The arguments that run `prompt` in the host's non-interactive mode (hosts.toml
+    [host.batch] args); each is one argv word, so the prompt needs no quoting."""
+    row = host_row(host)
+    if "batch" not in row:
+        raise ValueError(f"{host} has no non-interactive mode: hosts.toml gives it no [host.batch]")
+    return [arg.replace(PROMPT_TOKEN, prompt) for arg in row["batch"]["args"]]
 
 
 def root_placeholder(host: str) -> str:

@@ -23,6 +23,25 @@ substituted into the command, as hosts.toml root_reference says); its answer is 
 with the hosts.toml hook_output rows. Hook stderr passes through to the agent's stderr. Lines
 go to fd 1 with os.write and end in CRLF, as on a terminal.
 
+In the host's non-interactive mode (hosts.toml [host.batch], as an evaluation trial runs it:
+`--host host_a -p PROMPT --output-format json [plugin arguments]`), the prompt is the script,
+one command per line, run in order; without plugin arguments no hook runs (a bare host):
+
+  tool <ToolName> <json input>   as above, and the call goes to the transcript; an allowed
+                                 Write ({file_path, content}) writes the file and an allowed
+                                 Bash ({command}) runs it with sh -c in the working directory
+  say <text>                     the final message (the last one wins)
+  sleep <seconds>                sleep (a hang, for a time budget to cut)
+  emit <bytes>                   write that many bytes of output
+  sleeper                        fork a child that calls setsid and sleeps (left behind);
+                                 its pid goes to sleeper.pid in the working directory
+  exit <code>                    stop here and exit with that code
+
+The SessionStart-like hooks run first, as in a session. At the end the Stop-like hooks run,
+the output says the final message and the host's session id in the shapes hosts.toml gives
+(one JSON line per shape), and the transcript (one line per tool call, shaped by hosts.toml
+tool_calls) is at the row's `transcript` path under $HOME.
+
 Imported by the tests, it gives `FAKE_AGENT` (this file) and `agent(host)`, a host
 executable entry running it.
 """
@@ -33,6 +52,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import tomllib
 import uuid
 
@@ -40,6 +60,7 @@ FAKE_AGENT = os.path.abspath(__file__)
 HOSTS_TOML = os.path.join(os.path.dirname(FAKE_AGENT), os.pardir, "spec", "hosts.toml")
 HOOK_TIMEOUT_DEFAULT = 60.0  # seconds, when the hooks document declares none
 PLUGIN_DIR_TOKEN = "{plugin_dir}"
+PROMPT_TOKEN = "{prompt}"
 FAMILY = {"start": "session/start", "pre": "tool/before", "post": "tool/after", "stop": "stop"}
 
 
@@ -83,19 +104,53 @@ def plugin_dir_from(template: list[str], args: list[str]) -> str:
     return found
 
 
+def prompt_from(template: list[str], args: list[str]) -> tuple[str, list[str]] | None:
+    """The prompt given in `args` through the host's batch args, and the arguments after
+    them; None when `args` do not start the batch way."""
+    if len(args) < len(template):
+        return None
+    prompt = None
+    for pattern, arg in zip(template, args, strict=False):
+        if pattern == PROMPT_TOKEN:
+            prompt = arg
+        elif arg != pattern:
+            return None
+    return (prompt, args[len(template) :]) if prompt is not None else None
+
+
+def dotted(document: dict, path: str, value: object) -> None:
+    """Set `value` at the dotted `path` of `document`, making the dicts on the way."""
+    *parents, last = path.split(".")
+    for key in parents:
+        document = document.setdefault(key, {})
+    document[last] = value
+
+
+def shaped(match_pairs: dict, key: str, value: object) -> dict:
+    """A JSON line with the literal values `match_pairs` asks for and `value` at `key`."""
+    line: dict = {}
+    for path, literal in match_pairs.items():
+        dotted(line, path, literal)
+    dotted(line, key, value)
+    return line
+
+
 class Agent:
-    def __init__(self, row: dict, plugin_dir: str) -> None:
+    def __init__(self, row: dict, plugin_dir: str | None) -> None:
         self.row = row
         self.plugin = row["plugin"]
         self.plugin_dir = plugin_dir
         self.session = f"sess-{uuid.uuid4().hex[:12]}"
         self.turn = 0
         self.events = {event["family"]: event for event in row["event"]}
-        self.hooks = self.read_hooks()
+        self.hooks = self.read_hooks() if plugin_dir is not None else {}
+        self.transcript = os.path.join(os.getcwd(), ".fake-agent", f"{self.session}.jsonl")
+        self.calls: list[tuple[str, object]] = []
 
     # -- the hooks document ------------------------------------------------------------------
 
     def read_hooks(self) -> dict[str, list[tuple[str, float]]]:
+        assert self.plugin_dir is not None
         path = os.path.join(self.plugin_dir, self.plugin["hooks_document"])
         if not os.path.exists(path):
             return {}
@@ -124,7 +179,7 @@ class Agent:
         state = {
             "sessionId": self.session,
             "cwd": os.getcwd(),
-            "transcriptPath": os.path.join(os.getcwd(), ".fake-agent", f"{self.session}.jsonl"),
+            "transcriptPath": self.transcript,
             "permissionMode": "default",
             "model": "fake-model-1",
             "workspaceRoots": [os.getcwd()],
@@ -154,6 +209,7 @@ class Agent:
         for command, timeout in self.hooks.get(native, []):
             env = dict(os.environ)
             variable = self.plugin["root_variable"]
+            assert self.plugin_dir is not None
             if self.plugin["root_reference"] == "environment":
                 env[variable] = self.plugin_dir
             else:  # substituted: the host replaces ${variable} in the command text
@@ -210,8 +266,9 @@ class Agent:
                     say(f"context: {answer['additionalContext']}")
         say("ready")
 
-    def tool(self, name: str, tool_input: object) -> None:
+    def tool(self, name: str, tool_input: object, perform: bool = False) -> None:
         self.turn += 1
+        self.calls.append((name, tool_input))
         use_id = f"toolu_{uuid.uuid4().hex[:16]}"
         values = {"toolName": name, "toolInput": tool_input, "toolUseId": use_id}
         for answer in self.run_hooks(FAMILY["pre"], values):
@@ -222,10 +279,21 @@ class Agent:
                 tool_input = answer["updatedInput"]
                 say(f"updated: {json.dumps(tool_input, sort_keys=True)}")
         say("allow")
+        if perform and isinstance(tool_input, dict):
+            self.perform(name, tool_input)
         values = {**values, "toolInput": tool_input, "toolResponse": {"ok": True}}
         for answer in self.run_hooks(FAMILY["post"], values):
             if "additionalContext" in answer:
                 say(f"context: {answer['additionalContext']}")
+
+    @staticmethod
+    def perform(name: str, tool_input: dict) -> None:
+        if name == "Write":
+            with open(str(tool_input["file_path"]), "w", encoding="utf-8") as handle:
+                handle.write(str(tool_input.get("content", "")))
+        elif name == "Bash":
+            done = subprocess.run(["sh", "-c", str(tool_input["command"])], check=False)
+            say(f"bash-exit: {done.returncode}")
 
     def stop(self) -> None:
         values = {"reentry": False, "lastAssistantMessage": "All done."}
@@ -256,12 +324,101 @@ def match(document: object, pairs: dict, native: str) -> object | None:
     return found
 
 
+class Batch:
+    """The non-interactive mode: the prompt is the script (see the module docstring)."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.batch = agent.row["batch"]
+        self.final = ""
+        self.agent.transcript = self.transcript_path()
+
+    def transcript_path(self) -> str:
+        cwd_slug = "".join(c if c.isalnum() and c.isascii() else "-" for c in os.getcwd())
+        path = self.batch["transcript"].format(
+            home=os.environ["HOME"], session_id=self.agent.session, cwd_slug=cwd_slug
+        )
+        return path.replace("*", "x")  # one concrete file the glob finds
+
+    def line(self, spec: dict, value: object) -> None:
+        print_line(shaped(spec.get("match", {}), spec["key"], value))
+
+    def run(self, script: str) -> int:
+        final, key = self.batch["final_message"], self.batch["session_key"]
+        same_line = final.get("match", {}) == key.get("match", {})
+        if not same_line:
+            self.line(key, self.agent.session)
+        self.agent.start()
+        code = 0
+        for raw in script.splitlines():
+            command, _, rest = raw.strip().partition(" ")
+            if command == "tool":
+                name, _, text = rest.partition(" ")
+                self.agent.tool(name, json.loads(text or "{}"), perform=True)
+            elif command == "say":
+                self.final = rest
+            elif command == "sleep":
+                time.sleep(float(rest))
+            elif command == "emit":
+                data = b"x" * int(rest)
+                while data:
+                    data = data[os.write(1, data) :]
+            elif command == "sleeper":
+                child = os.fork()
+                if child == 0:
+                    os.setsid()
+                    time.sleep(3600)
+                    os._exit(0)
+                with open("sleeper.pid", "w", encoding="utf-8") as handle:
+                    handle.write(str(child))
+            elif command == "exit":
+                code = int(rest)
+                break
+            elif command:
+                say(f"unknown command {raw!r}")
+        self.agent.stop()
+        self.write_transcript()
+        if same_line:
+            merged = shaped(final.get("match", {}), final["key"], self.final)
+            dotted(merged, key["key"], self.agent.session)
+            print_line(merged)
+        else:
+            self.line(final, self.final)
+        return code
+
+    def write_transcript(self) -> None:
+        calls = self.batch.get("tool_calls")
+        if calls is None:
+            return
+        os.makedirs(os.path.dirname(self.agent.transcript), exist_ok=True)
+        with open(self.agent.transcript, "w", encoding="utf-8") as handle:
+            for name, arguments in self.agent.calls:
+                value = json.dumps(arguments) if calls.get("arguments_encoded") else arguments
+                call = shaped(calls.get("item", {}), calls["name"], name)
+                dotted(call, calls["arguments"], value)
+                if "items" in calls:
+                    line = shaped(calls["lines"], calls["items"], [call])
+                else:
+                    line = {**shaped(calls["lines"], calls["name"], name)}
+                    dotted(line, calls["arguments"], value)
+                handle.write(json.dumps(line) + "\n")
+
+
+def print_line(document: dict) -> None:
+    say(json.dumps(document))
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2 or argv[0] != "--host":
         raise SystemExit("usage: fake_agent.py --host HOST <plugin arguments>")
     row = host_row(argv[1])
     if "session" not in row:
         raise SystemExit(f"fake agent: {argv[1]} is not a session host")
+    batch = prompt_from(row["batch"]["args"], argv[2:]) if "batch" in row else None
+    if batch is not None:
+        script, after = batch
+        plugin = plugin_dir_from(row["session"]["plugin_args"], after) if after else None
+        return Batch(Agent(row, plugin)).run(script)
     session = Agent(row, plugin_dir_from(row["session"]["plugin_args"], argv[2:]))
     session.start()
     for raw in sys.stdin.buffer:

@@ -589,6 +589,34 @@ class PathTokenUnknown(ContractError):
     http_status: ClassVar[int] = 422
 
 
+class EvalSuiteInvalid(ContractError):
+    """An evaluation suite file that cannot be read, does not conform to EvalSuite.json,
+    repeats a case id, names a fixture outside its directory or missing, or holds a regular
+    expression that does not compile.
+    """
+
+    code: ClassVar[str] = "BX4801"
+    http_status: ClassVar[int] = 422
+
+
+class EvalRunMismatch(ContractError):
+    """Resuming a run directory whose run.json was made from another suite (digest), host, arms
+    or trial count.
+    """
+
+    code: ClassVar[str] = "BX4802"
+    http_status: ClassVar[int] = 409
+
+
+class EvalRunInvalid(ContractError):
+    """A run record (run.json) to compare or report that cannot be read or does not conform to
+    EvalRun.json.
+    """
+
+    code: ClassVar[str] = "BX4803"
+    http_status: ClassVar[int] = 422
+
+
 ERRORS: dict[str, type[ContractError]] = {
     "AB8256": InvocationAlreadyFinal,
     "AB8022": BindingClosed,
@@ -663,6 +691,9 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX4607": ManifestRuntimeFloorInvalid,
     "BX4608": ArtifactFileUnusable,
     "BX4609": PathTokenUnknown,
+    "BX4801": EvalSuiteInvalid,
+    "BX4802": EvalRunMismatch,
+    "BX4803": EvalRunInvalid,
 }
 
 __all__ = [
@@ -679,6 +710,9 @@ __all__ = [
     "CursorMalformed",
     "DenyNotAllowed",
     "DenyWithoutReason",
+    "EvalRunInvalid",
+    "EvalRunMismatch",
+    "EvalSuiteInvalid",
     "HandlerUnreachable",
     "HandlerUnresolved",
     "HeadersTooLarge",

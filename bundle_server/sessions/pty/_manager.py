@@ -52,7 +52,7 @@ from bundle_contract._generated.errors import (
     SessionNotFound,
     SessionServiceUnavailable,
 )
-from bundle_contract._host_plugin import plugin_args
+from bundle_contract._host_plugin import batch_args, plugin_args
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_contract._states import state_machine
@@ -70,6 +70,9 @@ from bundle_server.sessions.pty._session import (
 )
 
 DEFAULT_TERM = "xterm-256color"
+# A batch host (an evaluation trial) has no one watching its terminal: a wide one keeps its
+# output lines whole.
+DEFAULT_COLS, DEFAULT_ROWS = 200, 50
 CREATE = "POST create"
 CAN_CREATE = "host launchable, fewer than four active sessions"
 CANNOT_CREATE = "four sessions already active"
@@ -214,6 +217,33 @@ class SessionManager:
         """
         return self._create(host, cols=cols, rows=rows, prompt=prompt, restart_of=None)
 
+    def create_batch(
+        self,
+        host: str,
+        prompt: str,
+        *,
+        cwd: str | os.PathLike[str],
+        with_bundle: bool = True,
+        env: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Spawn `host` in its non-interactive mode (hosts.toml [host.batch]): `prompt` is an
+        argument, the host runs it in `cwd` and exits. With `with_bundle` the adopted epoch's
+        install is attached as for any session, without it the host runs bare (an evaluation
+        trial's baseline arm). `env` adds variables to the child's environment. The session
+        is an ordinary one otherwise: listed, streamed, terminated with the same ladder, and
+        counted against `active-sessions`. The errors of `create`."""
+        return self._create(
+            host,
+            cols=DEFAULT_COLS,
+            rows=DEFAULT_ROWS,
+            prompt=prompt,
+            restart_of=None,
+            batch=True,
+            cwd=os.fspath(cwd),
+            with_bundle=with_bundle,
+            env_extra=env,
+        )
+
     def write(self, session_id: str, data: bytes) -> None:
         """Input for the session; never waits. AB8261 when over `session-input`, when the
         session is not running, or when the host stopped reading and the pending input is
@@ -357,20 +387,32 @@ class SessionManager:
         rows: int,
         prompt: str | None,
         restart_of: Session | None,
+        batch: bool = False,
+        cwd: str | None = None,
+        with_bundle: bool = True,
+        env_extra: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         if self._closed:  # checked again, atomically, when the slot is reserved
             raise SessionServiceUnavailable("the host-session service is closed")
         self._check_dimensions(cols, rows)
-        seed = None if prompt is None else utf8(prompt, "prompt") + b"\r"
+        # An interactive host gets its prompt typed in; a batch one as an argument.
+        seed = None if prompt is None or batch else utf8(prompt, "prompt") + b"\r"
         if seed is not None and len(seed) > self._pending_max:
             raise MalformedSessionRequest(
                 "the prompt is too long", {"bytes": len(seed)}, variant="input-too-large"
             )
-        env = self._child_env_base()
+        env = self._child_env_base() | dict(env_extra or {})
         require_ptyprocess()
         launch = resolve(host, self._overrides, env)
-        epoch_id, plugin_dir = self._attach(host)
-        argv = launch.argv if plugin_dir is None else (*launch.argv, *plugin_args(host, plugin_dir))
+        epoch_id, plugin_dir = self._attach(host) if with_bundle else (None, None)
+        argv = launch.argv
+        if batch:
+            try:
+                argv = (*argv, *batch_args(host, prompt or ""))
+            except ValueError as error:
+                raise HostNotLaunchable(str(error), {"host": host}) from None
+        if plugin_dir is not None:
+            argv = (*argv, *plugin_args(host, plugin_dir))
         self._reserve(restart_of, epoch_id)
         try:
             if restart_of is not None:
@@ -385,6 +427,7 @@ class SessionManager:
                 rows=rows,
                 prompt=prompt,
                 restart_of=restart_of,
+                cwd=cwd,
             )
         finally:
             with self._lock:
@@ -408,6 +451,7 @@ class SessionManager:
         rows: int,
         prompt: str | None,
         restart_of: Session | None,
+        cwd: str | None = None,
     ) -> Session:
         with self._lock:
             if self._engine is None:
@@ -421,7 +465,7 @@ class SessionManager:
         env[self._variable] = session_id
         env.setdefault("TERM", DEFAULT_TERM)
         started = time.time()
-        child = PtyChild.spawn(argv, cwd=self.project_root, env=env, rows=rows, cols=cols)
+        child = PtyChild.spawn(argv, cwd=cwd or self.project_root, env=env, rows=rows, cols=cols)
         record: dict[str, Any] = {
             "id": session_id,
             "host": host,

@@ -1,0 +1,159 @@
+"""Evaluation runs: trials of a bundle in real host sessions, graded, compared and reported.
+
+    >>> record = run_evals("evals/suite.json", out="runs/today", trials=5,
+    ...                    arms=["with", "without"], jobs=2)          # doctest: +SKIP
+    >>> compare_evals("runs/yesterday", "runs/today")                 # doctest: +SKIP
+
+A suite (EvalSuite.json) lists cases: a prompt, a workspace fixture, setup commands and
+graders. A trial runs one case once in a fresh workspace, as a host session of a development
+server on the project in the host's non-interactive mode, with the bundle's development
+install (`with`) or without it (`without`). The modules, in the order a run uses them:
+
+- `suite`: reading and checking a suite, its digest;
+- `harness`: the development server, the run directory (resume), the run record;
+- `runner`: the runner interface and the local runner (`jobs` trials at once);
+- `trial`: one trial, workspace to verdicts; `batch`: reading a host's non-interactive output
+  and transcript; `graders`: the verdicts;
+- `stats`: pass rate, pass@k, durations; `compare`: labels and the paired test;
+- `reports`: JSON, JUnit XML and HTML; `progress`: the bar, NDJSON and trace entries;
+- `cli`: `bundle-evals`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bundle_server.evals.compare import compare_runs
+from bundle_server.evals.harness import EvalHarness, project_of, read_run, run_file
+from bundle_server.evals.progress import Progress
+from bundle_server.evals.runner import LocalRunner, Runner
+from bundle_server.evals.suite import Suite, load_suite
+from bundle_server.evals.trial import Trial
+
+__all__ = [
+    "EvalHarness",
+    "LocalRunner",
+    "Progress",
+    "Runner",
+    "Suite",
+    "Trial",
+    "compare_evals",
+    "create_eval_harness",
+    "create_host_b_eval_harness",
+    "load_suite",
+    "run_evals",
+    "run_host_a_trial",
+    "run_host_b_trial",
+]
+
+PathLike = str | os.PathLike[str]
+
+
+def create_eval_harness(project: PathLike, **options: Any) -> EvalHarness:
+    """A harness for trials of host_a (the Claude-like host) on `project`; close it, or use it
+    as a context manager. Options: host_env, host_executables, keep_workspaces."""
+    return EvalHarness(project, host="host_a", **options)
+
+
+def create_host_b_eval_harness(project: PathLike, **options: Any) -> EvalHarness:
+    """A harness for trials of host_b (the Codex-like host) on `project`."""
+    return EvalHarness(project, host="host_b", **options)
+
+
+def _trial(
+    host: str, project: PathLike, suite: PathLike, case_id: str, arm: str, index: int, options: Any
+) -> dict[str, Any]:
+    with EvalHarness(project, host=host, **options) as harness:
+        return harness.trial(suite, case_id, arm, index)
+
+
+def run_host_a_trial(
+    project: PathLike,
+    suite: PathLike,
+    case_id: str,
+    arm: str = "with",
+    index: int = 0,
+    **options: Any,
+) -> dict[str, Any]:
+    """One trial of `case_id` on host_a, with a development server of its own; its EvalTrial
+    record. (A harness runs many trials on one server: `create_eval_harness(...).trial`.)"""
+    return _trial("host_a", project, suite, case_id, arm, index, options)
+
+
+def run_host_b_trial(
+    project: PathLike,
+    suite: PathLike,
+    case_id: str,
+    arm: str = "with",
+    index: int = 0,
+    **options: Any,
+) -> dict[str, Any]:
+    """One trial of `case_id` on host_b; see `run_host_a_trial`."""
+    return _trial("host_b", project, suite, case_id, arm, index, options)
+
+
+def run_evals(
+    suite: PathLike,
+    *,
+    out: PathLike,
+    project: PathLike | None = None,
+    host: str | None = None,
+    trials: int | None = None,
+    arms: Sequence[str] | None = None,
+    jobs: int = 1,
+    runner: Runner | None = None,
+    progress: Progress | None = None,
+    formats: Iterable[str] = ("json", "junit", "html"),
+    host_env: Mapping[str, str] | None = None,
+    host_executables: Mapping[str, Any] | None = None,
+    keep_workspaces: bool = False,
+) -> dict[str, Any]:
+    """Run (or resume, when `out` holds a run of the same suite) `suite` on its project (by
+    default the nearest directory above it with a bundle config); the EvalRun record, also
+    written to `out`/run.json with its reports."""
+    checked = load_suite(suite)
+    with EvalHarness(
+        project or project_of(checked.path),
+        host=host or checked.setting("host"),
+        host_env=host_env,
+        host_executables=host_executables,
+        keep_workspaces=keep_workspaces,
+    ) as harness:
+        return harness.run(
+            checked,
+            out,
+            trials=trials,
+            arms=arms,
+            jobs=jobs,
+            runner=runner,
+            progress=progress,
+            formats=formats,
+        )
+
+
+def compare_evals(
+    a: PathLike,
+    b: PathLike,
+    *,
+    out: PathLike | None = None,
+    arm: str = "with",
+    alpha: float = 0.05,
+) -> dict[str, Any]:
+    """Run `b` against run `a` (directories or run.json files): EvalComparison, also written
+    to `out` when given."""
+    a_path, b_path = run_file(a), run_file(b)
+    comparison = compare_runs(
+        read_run(a_path),
+        read_run(b_path),
+        a_path=str(a_path),
+        b_path=str(b_path),
+        arm=arm,
+        alpha=alpha,
+    )
+    if out is not None:
+        Path(out).write_text(json.dumps(comparison, indent=1) + "\n", encoding="utf-8")
+    return comparison

@@ -1,0 +1,173 @@
+"""`bundle-evals`: evaluation runs of a bundle, their comparison and their reports.
+
+    bundle-evals run SUITE [--project DIR] [--out DIR] [--trials N] [--arms with,without]
+                           [--jobs J] [--host host_a|host_b] [--keep-workspaces]
+                           [--formats json,junit,html]
+    bundle-evals compare A B [--arm with] [--alpha 0.05] [--out FILE]
+    bundle-evals report RUN [--out DIR] [--formats json,junit,html]
+
+`run` starts a development server on the project (by default the nearest directory above the
+suite holding a bundle.config.json or bundle.config.py), prints its Workbench, runs the
+trials and writes run.json and the reports into --out (by default a new directory under the
+project's .bundle/evals/). An --out that already holds a run of the same suite resumes it.
+Progress goes to stderr: a bar on a terminal, NDJSON events (EvalProgress.json) otherwise.
+`compare` takes two run directories (or run.json files); `report` rewrites a run's reports.
+
+Exit codes: 0 success (run: every case of the `with` arm, or of the only arm run, reached the
+pass threshold; compare: no case regressed); 1 run: a case below the threshold, compare: a
+case regressed; 2 a usage error, a suite, run directory or run record that is not usable, or a
+project a development server already serves; 130 interrupted (the run resumes with the same
+--out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from bundle_contract._error_bases import ContractError
+from bundle_server.evals import compare_evals
+from bundle_server.evals.harness import EvalHarness, project_of, read_run, run_file
+from bundle_server.evals.progress import for_stream
+from bundle_server.evals.reports import write_reports
+from bundle_server.evals.runner import jobs_bound
+from bundle_server.evals.suite import ARMS, load_suite
+
+FORMATS = ("json", "junit", "html")
+
+
+def _listed(allowed: Sequence[str]) -> Any:
+    def parse(value: str) -> list[str]:
+        names = [name.strip() for name in value.split(",") if name.strip()]
+        unknown = [name for name in names if name not in allowed]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(f"use a comma-separated list of {', '.join(allowed)}")
+        return names
+
+    return parse
+
+
+def _jobs(value: str) -> int:
+    low, high = jobs_bound()
+    if not value.isdigit() or not low <= int(value) <= high:
+        raise argparse.ArgumentTypeError(f"jobs must be from {low} to {high}")
+    return int(value)
+
+
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return int(value)
+
+
+def parser() -> argparse.ArgumentParser:
+    main = argparse.ArgumentParser(
+        prog="bundle-evals", description="Evaluation runs of a bundle: run, compare, report."
+    )
+    commands = main.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run (or resume) an evaluation suite")
+    run.add_argument("suite", type=Path)
+    run.add_argument("--project", type=Path, help="the bundle project (default: above SUITE)")
+    run.add_argument("--out", type=Path, help="the run directory (default: a new one)")
+    run.add_argument("--trials", type=_positive, help="trials per case and arm")
+    run.add_argument("--arms", type=_listed(ARMS), help="with, without, or both")
+    run.add_argument("--jobs", type=_jobs, default=1, help="trials at once")
+    run.add_argument("--host", choices=("host_a", "host_b"), help="the host to run")
+    run.add_argument("--keep-workspaces", action="store_true")
+    run.add_argument("--formats", type=_listed(FORMATS), default=list(FORMATS))
+    compare = commands.add_parser("compare", help="compare run B against run A")
+    compare.add_argument("a", type=Path)
+    compare.add_argument("b", type=Path)
+    compare.add_argument("--arm", choices=ARMS, default="with")
+    compare.add_argument("--alpha", type=float, default=0.05)
+    compare.add_argument("--out", type=Path, help="write the comparison (JSON) here too")
+    report = commands.add_parser("report", help="write the reports of a run again")
+    report.add_argument("run", type=Path)
+    report.add_argument("--out", type=Path, help="where (default: the run's directory)")
+    report.add_argument("--formats", type=_listed(FORMATS), default=list(FORMATS))
+    return main
+
+
+def command_run(args: argparse.Namespace) -> int:
+    suite = load_suite(args.suite)
+    project = args.project or project_of(args.suite)
+    host = args.host or suite.setting("host")
+    out = args.out or (
+        project / ".bundle" / "evals" / f"{suite.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    print(f"bundle-evals: run directory {out}", file=sys.stderr)
+    with EvalHarness(project, host=host, keep_workspaces=args.keep_workspaces) as harness:
+        record = harness.run(
+            suite,
+            out,
+            trials=args.trials,
+            arms=args.arms,
+            jobs=args.jobs,
+            progress=for_stream(sys.stderr),
+            formats=args.formats,
+        )
+    arm = "with" if "with" in record["arms"] else record["arms"][0]
+    below = [
+        case["caseId"]
+        for case in record["cases"]
+        if case["arms"][arm]["passRate"] < record["passThreshold"]
+    ]
+    print(f"{out / 'run.json'}: {len(record['results'])} trials")
+    for case in record["cases"]:
+        rates = "  ".join(f"{a} {case['arms'][a]['passRate']:.0%}" for a in record["arms"])
+        print(f"  {case['caseId']}: {rates}")
+    if below:
+        print(f"below the pass threshold ({arm}): {', '.join(below)}")
+    return 1 if below else 0
+
+
+def command_compare(args: argparse.Namespace) -> int:
+    comparison = compare_evals(args.a, args.b, out=args.out, arm=args.arm, alpha=args.alpha)
+    for case in comparison["cases"]:
+        pairs = case.get("pairs")
+        p_value = f"  p={pairs['pValue']:.4g}" if pairs else ""
+        print(f"{case['label']:>14}  {case['caseId']}{p_value}")
+    counts = ", ".join(f"{label} {count}" for label, count in comparison["counts"].items() if count)
+    overall = comparison["overall"]["pValue"]
+    print(f"{counts} (exact McNemar, alpha {comparison['alpha']:g}; overall p={overall:.4g})")
+    return 1 if comparison["counts"].get("regressed") else 0
+
+
+def command_report(args: argparse.Namespace) -> int:
+    path = run_file(args.run)
+    for written in write_reports(read_run(path), args.out or path.parent, args.formats):
+        print(written)
+    return 0
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    # SIGTERM ends a run as ^C does: the server closes and ends every trial's host.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return {"run": command_run, "compare": command_compare, "report": command_report}[
+            args.command
+        ](args)
+    except ContractError as error:
+        print(f"bundle-evals: {error.code}: {error.message}", file=sys.stderr)
+        return 2
+    except ValueError as error:
+        print(f"bundle-evals: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bundle-evals: interrupted; run again with the same --out to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""Grading one trial: each grader of its case gives a verdict (passed, and the evidence a
+person needs to see why) from what the trial left (EvalSuite.json#/$defs/grader):
+
+- `file`, `command`, `grader` look at the workspace after the host ended; commands run with
+  `sh -c` there, bounded by eval-command-time;
+- `finalMessage` and `exit` look at what the host said and how it ended;
+- `hook` counts the trial's hook executions in the trace (entries of source `hook` correlated
+  by the trial's host session, one execution per `executionId`);
+- `toolCalls` reads the calls the agent made from the host's transcript.
+
+A grader that cannot look (no transcript, a command that cannot start) fails with that as its
+evidence: a verdict is never silently skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bundle_contract._spec import get_spec
+from bundle_server.evals.batch import ToolCall
+
+Verdict = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one trial left, for its graders."""
+
+    workspace: Path
+    final_message: str | None
+    exit_code: int | None
+    signal: str | None
+    hook_entries: Sequence[Mapping[str, Any]]
+    tool_calls: Sequence[ToolCall] | None
+    trial: Mapping[str, Any]  # the trial record so far, for a grader command's stdin
+    env: Mapping[str, str]
+
+
+def evidence_chars() -> int:
+    limit: int = get_spec().limit("eval-evidence-chars")["maximum"]
+    return limit
+
+
+def command_seconds() -> float:
+    return float(get_spec().limit("eval-command-time")["maximum"]) / 1000
+
+
+def clip(text: str) -> str:
+    bound = evidence_chars()
+    return text if len(text) <= bound else text[: bound - 1] + "…"
+
+
+def grade(graders: Sequence[Mapping[str, Any]], evidence: Evidence) -> list[Verdict]:
+    verdicts = []
+    for index, grader in enumerate(graders):
+        passed, said = GRADERS[grader["type"]](grader, evidence)
+        verdicts.append(
+            {"grader": f"{index}:{grader['type']}", "passed": passed, "evidence": clip(said)}
+        )
+    return verdicts
+
+
+def text_problems(text: str, wanted: Mapping[str, str]) -> list[str]:
+    """What of `wanted` (EvalSuite.json#/$defs/text) `text` does not satisfy."""
+    found = []
+    if "equals" in wanted and text != wanted["equals"]:
+        found.append(f"is not {wanted['equals']!r}")
+    if "contains" in wanted and wanted["contains"] not in text:
+        found.append(f"does not contain {wanted['contains']!r}")
+    if "notContains" in wanted and wanted["notContains"] in text:
+        found.append(f"contains {wanted['notContains']!r}")
+    if "matches" in wanted and re.search(wanted["matches"], text) is None:
+        found.append(f"does not match /{wanted['matches']}/")
+    return found
+
+
+def excerpt(text: str, limit: int = 200) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def file_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, str]:
+    path = (evidence.workspace / grader["path"]).resolve()
+    if not path.is_relative_to(evidence.workspace.resolve()):
+        return False, f"{grader['path']} is outside the workspace"
+    exists = path.is_file()
+    said = f"{grader['path']} {'exists' if exists else 'does not exist'}"
+    if exists != grader.get("exists", True):
+        return False, said
+    if not exists or "text" not in grader:
+        return True, said
+    text = path.read_text(encoding="utf-8", errors="replace")
+    problems = text_problems(text, grader["text"])
+    if problems:
+        return False, f"{grader['path']} {'; '.join(problems)}: {excerpt(text)}"
+    return True, f"{grader['path']}: {excerpt(text)}"
+
+
+def run_command(command: str, evidence: Evidence, stdin: bytes = b"") -> tuple[int | None, str]:
+    """(exit code, or None when it could not run or timed out; its output)."""
+    try:
+        done = subprocess.run(
+            ["sh", "-c", command],
+            cwd=evidence.workspace,
+            input=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(evidence.env),
+            timeout=command_seconds(),
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {command_seconds():g} s"
+    except OSError as error:
+        return None, f"cannot run: {error}"
+    return done.returncode, done.stdout.decode("utf-8", "replace")
+
+
+def command_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, str]:
+    code, output = run_command(grader["run"], evidence)
+    wanted = grader.get("exitCode", 0)
+    said = f"exit {code} (wanted {wanted})" if code is not None else output
+    return code == wanted, f"{said}: {output.strip()}" if code is not None else said
+
+
+def external_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, str]:
+    code, output = run_command(grader["run"], evidence, json.dumps(evidence.trial).encode())
+    return code == 0, output.strip() or (f"exit {code}" if code is not None else "no output")
+
+
+def final_message_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, str]:
+    if evidence.final_message is None:
+        return False, "the host's output gave no final message"
+    problems = text_problems(evidence.final_message, grader["text"])
+    said = excerpt(evidence.final_message)
+    return not problems, f"final message {'; '.join(problems)}: {said}" if problems else said
+
+
+def exit_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, str]:
+    if evidence.exit_code is None:
+        return False, f"the host ended by signal {evidence.signal}"
+    return evidence.exit_code == grader["exitCode"], f"exit {evidence.exit_code}"
+
+
+def hook_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, str]:
+    executions: dict[str, list[Mapping[str, Any]]] = {}
+    for entry in evidence.hook_entries:
+        executions.setdefault(entry["correlation"].get("executionId", ""), []).append(entry)
+    count = sum(1 for events in executions.values() if _execution_matches(grader, events))
+    # At least one unless only a maximum is given ("max": 0 asks for none).
+    high = grader.get("max")
+    low = grader.get("min", 0 if high is not None else 1)
+    passed = count >= low and (high is None or count <= high)
+    what = " ".join(f"{k}={grader[k]}" for k in ("family", "nativeEvent", "outcome") if k in grader)
+    bound = f"at least {low}" + (f" and at most {high}" if high is not None else "")
+    return passed, (
+        f"{count} hook execution(s) with {what or 'any event'} (wanted {bound});"
+        f" {len(executions)} in all"
+    )
+
+
+def _execution_matches(grader: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> bool:
+    details = [e.get("details", {}) for e in events]
+    if "family" in grader and not any(d.get("family") == grader["family"] for d in details):
+        return False
+    if "nativeEvent" in grader and not any(
+        d.get("nativeEvent") == grader["nativeEvent"] for d in details
+    ):
+        return False
+    outcome = grader.get("outcome")
+    if outcome == "failure":
+        return any(e.get("status") == "error" for e in events)
+    return outcome is None or any(d.get("outcome") == outcome for d in details)
+
+
+def contains(found: Any, wanted: Any) -> bool:
+    """`found` holds everything of `wanted`: dicts by key (recursively), others by equality."""
+    if isinstance(wanted, dict):
+        return isinstance(found, dict) and all(
+            key in found and contains(found[key], value) for key, value in wanted.items()
+        )
+    return bool(found == wanted)
+
+
+def tool_calls_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, str]:
+    calls = evidence.tool_calls
+    if calls is None:
+        return False, "the host left no transcript to read tool calls from"
+    made = ", ".join(c.name for c in calls) or "none"
+    wanted = grader["calls"]
+    if grader.get("absent"):
+        hits = [w["name"] for w in wanted if any(_call_matches(c, w) for c in calls)]
+        return not hits, f"made {', '.join(hits)}" if hits else f"none of them made (made: {made})"
+    if grader.get("ordered"):
+        position = 0
+        for want in wanted:
+            while position < len(calls) and not _call_matches(calls[position], want):
+                position += 1
+            if position == len(calls):
+                return False, f"{want['name']} not made in order (made: {made})"
+            position += 1
+        return True, f"made in order (made: {made})"
+    missing = [w["name"] for w in wanted if not any(_call_matches(c, w) for c in calls)]
+    return not missing, f"not made: {', '.join(missing)} (made: {made})" if missing else made
+
+
+def _call_matches(call: ToolCall, wanted: Mapping[str, Any]) -> bool:
+    return call.name == wanted["name"] and contains(call.arguments, wanted.get("arguments", {}))
+
+
+GRADERS = {
+    "file": file_grader,
+    "command": command_grader,
+    "grader": external_grader,
+    "finalMessage": final_message_grader,
+    "exit": exit_grader,
+    "hook": hook_grader,
+    "toolCalls": tool_calls_grader,
+}

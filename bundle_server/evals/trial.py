@@ -1,0 +1,256 @@
+"""One trial: a case run once in one arm, start to verdicts.
+
+1. A fresh workspace: an empty temporary directory of its own (never shared, never reused)
+   with the case's fixture copied in (regular files only, as the suite's digest counts them),
+   then the case's setup commands, each with `sh -c` there (eval-command-time each); one that
+   fails makes the trial an `error`.
+2. The host, in its non-interactive mode (hosts.toml [host.batch]), as a host session of the
+   run's development server (`SessionManager.create_batch`): the same PTY machinery, terminate
+   ladder and clean-up as an interactive session, the epoch's development install attached in
+   the `with` arm and nothing in the `without` arm. Its output is read as it comes; past the
+   time budget, or past eval-trial-output bytes, the session is terminated and waited for
+   until nothing it started is left (`timeout`, or an `error` for the output).
+3. What it left: the final message, its own session id, transcript and tool calls
+   (`batch.read_outcome`), and the trace entries of source `hook` correlated by the trial's
+   host session, then every grader (`graders.grade`).
+
+The workspace is removed afterwards unless the harness keeps workspaces.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bundle_contract._error_bases import ContractError
+from bundle_contract._project import utc_timestamp
+from bundle_contract._spec import get_spec
+from bundle_server._streams.sequenced import SubscriberLagged
+from bundle_server.evals.batch import read_outcome
+from bundle_server.evals.graders import Evidence, clip, grade, run_command
+from bundle_server.evals.suite import Suite
+from bundle_server.sessions.pty import SessionManager
+from bundle_server.trace.hub import TraceHub
+
+POLL_SECONDS = 0.5  # how often a quiet host's budget is looked at
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One unit of work: which case, which arm, which repetition."""
+
+    case_id: str
+    arm: str
+    index: int
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return self.case_id, self.arm, self.index
+
+
+@dataclass
+class TrialEnv:
+    """What every trial of a run shares: the suite, the host and the server's parts."""
+
+    suite: Suite
+    host: str
+    sessions: SessionManager
+    hub: TraceHub
+    provenance: Mapping[str, Any]  # the run's epoch and digests
+    workspaces: Path
+    host_env: Mapping[str, str]
+    keep_workspaces: bool = False
+
+
+def run_trial(env: TrialEnv, trial: Trial) -> dict[str, Any]:
+    """The EvalTrial record of `trial`; never raises for the trial's own failures."""
+    case = env.suite.case(trial.case_id)
+    record: dict[str, Any] = {
+        "caseId": trial.case_id,
+        "arm": trial.arm,
+        "index": trial.index,
+        "host": env.host,
+        "status": "error",
+        "startedAt": utc_timestamp(),
+        "durationMs": 0.0,
+        "provenance": dict(env.provenance),
+        "verdicts": [],
+    }
+    workspace = Path(
+        tempfile.mkdtemp(
+            prefix=f"{trial.case_id[:40]}-{trial.arm}-{trial.index}-", dir=env.workspaces
+        )
+    )
+    if env.keep_workspaces:
+        record["workspace"] = str(workspace)
+    try:
+        _prepare(env, case, workspace)
+        _run(env, case, trial, workspace, record)
+    except TrialError as error:
+        record["status"] = "error"
+        record["error"] = clip(str(error))
+    finally:
+        if not env.keep_workspaces:
+            shutil.rmtree(workspace, ignore_errors=True)
+    return record
+
+
+class TrialError(Exception):
+    """The trial could not be run as its case asks (the record's `error`)."""
+
+
+def _prepare(env: TrialEnv, case: Mapping[str, Any], workspace: Path) -> None:
+    fixture = env.suite.fixture(case)
+    if fixture is not None:
+        for source in sorted(fixture.rglob("*")):
+            if source.is_file() and not source.is_symlink():
+                target = workspace / source.relative_to(fixture)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
+    evidence = _evidence(env, workspace, {}, None, None)
+    for command in case.get("setup", []):
+        code, output = run_command(command, evidence)
+        if code != 0:
+            said = f"exit {code}" if code is not None else "did not finish"
+            raise TrialError(f"setup command {command!r}: {said}: {output.strip()}")
+
+
+def _evidence(
+    env: TrialEnv,
+    workspace: Path,
+    record: Mapping[str, Any],
+    outcome: Any,
+    ended: Mapping[str, Any] | None,
+    hooks: list[dict[str, Any]] | None = None,
+) -> Evidence:
+    return Evidence(
+        workspace=workspace,
+        final_message=getattr(outcome, "final_message", None),
+        exit_code=(ended or {}).get("exitCode"),
+        signal=(ended or {}).get("signal"),
+        hook_entries=hooks or [],
+        tool_calls=getattr(outcome, "tool_calls", None),
+        trial=record,
+        env=env.host_env,
+    )
+
+
+def _run(
+    env: TrialEnv, case: Mapping[str, Any], trial: Trial, workspace: Path, record: dict[str, Any]
+) -> None:
+    after = env.hub.latest_sequence
+    began = time.monotonic()
+    try:
+        session = env.sessions.create_batch(
+            env.host,
+            case["prompt"],
+            cwd=workspace,
+            with_bundle=trial.arm == "with",
+            env=env.host_env,
+        )
+    except ContractError as error:
+        raise TrialError(f"the host could not start: {error.message}") from None
+    session_id = session["id"]
+    record["hostSessionId"] = session_id
+    if trial.arm == "with" and session["authority"]["epochId"] != "none":
+        record["provenance"]["epochId"] = session["authority"]["epochId"]
+    try:
+        output, cut, ended = _watch(env.sessions, session_id, began + env.suite.budget(case))
+    finally:
+        _forget(env.sessions, session_id)
+    record["durationMs"] = round((time.monotonic() - began) * 1000, 3)
+    record["outputBytes"] = len(output)
+    for key in ("exitCode", "signal"):
+        if key in ended:
+            record[key] = ended[key]
+    if cut == "output":
+        raise TrialError(f"the host's output passed eval-trial-output ({output_bound()} bytes)")
+    home = env.host_env.get("HOME", "")
+    outcome = read_outcome(env.host, output.decode("utf-8", "replace"), str(workspace), home)
+    if outcome.final_message is not None:
+        record["finalMessage"] = clip(outcome.final_message)
+    if outcome.transcript is not None:
+        record["transcriptPath"] = outcome.transcript
+    hooks = _hook_entries(env.hub, after, session_id)
+    verdicts = grade(case["graders"], _evidence(env, workspace, record, outcome, ended, hooks))
+    record["verdicts"] = verdicts
+    if cut == "time":
+        record["status"] = "timeout"
+    else:
+        record["status"] = "passed" if all(v["passed"] for v in verdicts) else "failed"
+
+
+def output_bound() -> int:
+    bound: int = get_spec().limit("eval-trial-output")["maximum"]
+    return bound
+
+
+def _watch(
+    sessions: SessionManager, session_id: str, deadline: float
+) -> tuple[bytes, str | None, dict[str, Any]]:
+    """The session's output until it ends, and why it was cut (None, "time", "output"), and
+    its final record. A cut session is terminated and waited for."""
+    wake = threading.Event()
+    replay, subscription = sessions.subscribe(session_id, wake.set)
+    chunks = [replay.output]
+    size, bound, cut = len(replay.output), output_bound(), None
+    ended: dict[str, Any] = replay.session if replay.session.get("endedAt") else {}
+    try:
+        lagged = False
+        while not ended:
+            frames = []
+            if not lagged:
+                try:
+                    frames = subscription.take()
+                except SubscriberLagged:
+                    # Read as fast as frames come, so only a stalled machine gets here: the
+                    # output is then incomplete, and the end is read off the record.
+                    lagged = True
+            elif sessions.get(session_id).get("endedAt"):
+                ended = sessions.get(session_id)
+            for frame in frames:
+                if frame.event == "output":
+                    chunks.append(frame.data)
+                    size += len(frame.data)
+                elif frame.event == "end":
+                    ended = dict(frame.session)
+            if ended:
+                break
+            if cut is None and (size > bound or time.monotonic() >= deadline):
+                cut = "output" if size > bound else "time"
+                ended = sessions.terminate(session_id)
+                break
+            if not frames:
+                wake.wait(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+                wake.clear()
+    finally:
+        subscription.cancel()
+    return b"".join(chunks)[: bound + 1], cut, ended
+
+
+def _forget(sessions: SessionManager, session_id: str) -> None:
+    # Ended sessions are deleted so a long run does not fill the session list; one that is
+    # somehow still running is terminated first (that waits until nothing of it is left).
+    try:
+        sessions.terminate(session_id)
+        sessions.delete(session_id)
+    except ContractError:
+        pass
+
+
+def _hook_entries(hub: TraceHub, after: int, session_id: str) -> list[dict[str, Any]]:
+    entries = hub.replay(after).get("entries", [])
+    return [
+        e
+        for e in entries
+        if e["source"] == "hook" and e["correlation"].get("sessionId") == session_id
+    ]
+
+
+Run = Callable[[Trial], dict[str, Any]]
