@@ -18,6 +18,8 @@ holds its handlers (registered by route id on import, see `_http.app`) and its h
   (`sessions/pty/`);
 - `workbench/`: the Workbench page (`page/workbench.html`), the session hand-over and the
   OpenAPI document;
+- `evals/`: evaluation runs (trials as host sessions of a server of their own, graded,
+  compared and reported) and the `bundle-evals` command; its API is `bundle_server.evals`;
 - `_dev_server`, `_runner`, `_project_config`: the server wired together, its command, and the
   project's server configuration.
 """

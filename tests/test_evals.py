@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _projects import config, write_project
+from _projects import config, copy_example, write_project
 from fake_agent import agent
 
 from bundle_contract._generated.errors import EvalRunMismatch, EvalSuiteInvalid
@@ -485,3 +485,32 @@ def test_the_library_api_runs_and_compares_and_runs_single_trials(tmp_path: Path
     assert rerun["runId"] != with_bundle["runId"]
     record = run_host_a_trial(project, suite, "deny", "without", 4, **seams)
     assert (record["arm"], record["index"], record["status"]) == ("without", 4, "failed")
+
+
+def test_the_example_suite_shows_what_safe_shell_changes(tmp_path: Path) -> None:
+    # The example's suite as written (setup, fixture, graders), with each prompt replaced by
+    # the script of an agent that does what the prompt asks.
+    project = copy_example(tmp_path / "safe-shell")
+    path = project / "evals" / "safe-shell.json"
+    suite = json.loads(path.read_text())
+    push = json.dumps({"command": "cd work && git push -q --force origin main"})
+    scripts = {
+        "force-push-is-refused": f"tool Bash {push}\nsay done",
+        "build-clean-up-is-allowed": 'tool Bash {"command": "rm -rf build"}\nsay done',
+    }
+    for case in suite["cases"]:
+        case["prompt"] = scripts[case["id"]]
+    path.write_text(json.dumps(suite | {"trials": 1}))
+    home = tmp_path / "home"
+    home.mkdir()
+    record = run_evals(
+        path,
+        out=tmp_path / "run",
+        host_env={"HOME": str(home)},
+        host_executables=fake_hosts(),
+    )
+    rates = {c["caseId"]: {a: s["passRate"] for a, s in c["arms"].items()} for c in record["cases"]}
+    assert rates == {
+        "force-push-is-refused": {"with": 1.0, "without": 0.0},
+        "build-clean-up-is-allowed": {"with": 1.0, "without": 1.0},
+    }
