@@ -126,6 +126,9 @@ def test_sigterm_interrupts_a_run_that_then_resumes(tmp_path: Path) -> None:
     code, _, stderr = finish(process)
     assert code == 130
     assert "run again with the same --out to resume" in stderr
+    # A trial the interruption cut short is no result: only whole trials were recorded.
+    recorded = json.loads((out / "run.json").read_text())["results"]
+    assert recorded and all(r["status"] == "passed" and "signal" not in r for r in recorded)
     code, _, stderr = finish(evals("run", str(suite), "--out", str(out), home=tmp_path / "home"))
     assert code == 0, stderr
 

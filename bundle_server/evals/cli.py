@@ -37,7 +37,8 @@ from bundle_server.evals.harness import EvalHarness, project_of, read_run, run_f
 from bundle_server.evals.progress import for_stream
 from bundle_server.evals.reports import write_reports
 from bundle_server.evals.runner import jobs_bound
-from bundle_server.evals.suite import ARMS, load_suite
+from bundle_server.evals.suite import load_suite
+from bundle_server.evals.vocabulary import ARMS
 
 FORMATS = ("json", "junit", "html")
 

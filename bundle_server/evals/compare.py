@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from bundle_server.evals.stats import mcnemar_exact
+from bundle_server.evals.vocabulary import LABELS
 
-LABELS = ("fixed", "regressed", "still failing", "still passing", "new", "removed")
 DIGITS = 6
 
 

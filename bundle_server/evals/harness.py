@@ -39,8 +39,9 @@ from bundle_server.evals.progress import Fanout, Progress, TraceProgress
 from bundle_server.evals.reports import write_reports
 from bundle_server.evals.runner import LocalRunner, Runner
 from bundle_server.evals.stats import summarize
-from bundle_server.evals.suite import ARMS, Suite, load_suite
+from bundle_server.evals.suite import Suite, load_suite
 from bundle_server.evals.trial import Trial, TrialEnv, run_trial
+from bundle_server.evals.vocabulary import ARMS
 
 FIRST_BUILD_SECONDS = 300.0
 CONFIG_FILES = ("bundle.config.json", "bundle.config.py")
@@ -145,6 +146,8 @@ class EvalHarness:
             told.trial_started(record["runId"], trial, count, total)
 
         def finished(trial: Trial, result: dict[str, Any]) -> None:
+            if env.stopped.is_set():
+                return  # cut short by the interruption: it runs again on resume
             with lock:
                 record["results"].append(result)
                 _sort(record["results"], order)
@@ -152,7 +155,11 @@ class EvalHarness:
                 count = len(record["results"])
             told.trial_finished(record["runId"], trial, result, count, total)
 
-        runner.run(todo, lambda trial: run_trial(env, trial), started, finished)
+        try:
+            runner.run(todo, lambda trial: run_trial(env, trial), started, finished)
+        except BaseException:
+            env.stopped.set()
+            raise
         record["status"] = "completed"
         record["completedAt"] = utc_timestamp()
         record["cases"] = summarize(record["results"], record["arms"])

@@ -14,6 +14,7 @@ from typing import IO, Any, Protocol
 
 from bundle_contract._generated.errors import TraceUnavailable
 from bundle_server.evals.trial import Trial
+from bundle_server.evals.vocabulary import STATUSES
 from bundle_server.trace.hub import TraceHub
 
 
@@ -78,9 +79,7 @@ class BarProgress:
 
     def _draw(self, done: int, total: int, end: str = "") -> None:
         filled = self.WIDTH * done // max(total, 1)
-        counts = " ".join(
-            f"{k} {self._statuses[k]}" for k in ("passed", "failed", "timeout", "error")
-        )
+        counts = " ".join(f"{k} {self._statuses[k]}" for k in STATUSES)
         bar = "#" * filled + "." * (self.WIDTH - filled)
         self._stream.write(f"\r[{bar}] {done}/{total}  {counts}{end}")
         self._stream.flush()

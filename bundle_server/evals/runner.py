@@ -53,12 +53,14 @@ class LocalRunner:
             started(trial)
             done(trial, run_one(trial))
 
-        with concurrent.futures.ThreadPoolExecutor(self.jobs, "eval-trial") as pool:
-            futures = [pool.submit(one, trial) for trial in trials]
-            try:
-                for future in concurrent.futures.as_completed(futures):
-                    future.result()  # a harness failure (not a trial's) stops the run
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
+        pool = concurrent.futures.ThreadPoolExecutor(self.jobs, "eval-trial")
+        futures = [pool.submit(one, trial) for trial in trials]
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                future.result()  # a harness failure (not a trial's) stops the run
+        except BaseException:
+            # Interrupted: no new trial starts, and the caller is not kept waiting for the
+            # running ones (closing the server ends their hosts).
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()

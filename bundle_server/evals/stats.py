@@ -13,9 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from bundle_server.evals.vocabulary import STATUSES
+
 # The k of pass@k an EvalRun reports, each only when the case has at least k trials.
 PASS_AT_K = (1, 3, 5, 10)
-STATUSES = ("passed", "failed", "timeout", "error")
 DIGITS = 6
 # Up to this many discordant pairs the McNemar tail is summed in exact integers (30 ms at the
 # bound); the time grows with the square of n, so past it the same sum is taken in floats.

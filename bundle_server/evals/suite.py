@@ -15,16 +15,13 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from bundle_contract._generated.errors import EvalSuiteInvalid
-from bundle_contract._schemas import schema_uri
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import validate
-
-ARMS = ("with", "without")
+from bundle_server.evals.vocabulary import schema
 
 
 @dataclass(frozen=True)
@@ -47,7 +44,7 @@ class Suite:
         """A top-level setting: the suite's, else EvalSuite.json's default."""
         if name in self.data:
             return self.data[name]
-        return suite_schema()["properties"][name]["default"]
+        return schema("EvalSuite.json")["properties"][name]["default"]
 
     def case(self, case_id: str) -> Mapping[str, Any]:
         return next(c for c in self.data["cases"] if c["id"] == case_id)
@@ -62,11 +59,6 @@ class Suite:
         if found is not None:
             return float(found)
         return float(get_spec().limit("eval-trial-time")["maximum"]) / 1000
-
-
-@cache
-def suite_schema() -> Mapping[str, Any]:
-    return get_spec().schema_documents()[schema_uri("EvalSuite.json")]
 
 
 def load_suite(path: str | os.PathLike[str]) -> Suite:

@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,8 @@ class TrialEnv:
     workspaces: Path
     host_env: Mapping[str, str]
     keep_workspaces: bool = False
+    # Set when the run is interrupted: a trial cut short by it is not a result.
+    stopped: threading.Event = field(default_factory=threading.Event)
 
 
 def run_trial(env: TrialEnv, trial: Trial) -> dict[str, Any]:
@@ -105,7 +107,13 @@ class TrialError(Exception):
     """The trial could not be run as its case asks (the record's `error`)."""
 
 
+class Interrupted(Exception):
+    """The run stopped while the trial ran: it has no record at all."""
+
+
 def _prepare(env: TrialEnv, case: Mapping[str, Any], workspace: Path) -> None:
+    if env.stopped.is_set():
+        raise Interrupted("the run was interrupted")
     fixture = env.suite.fixture(case)
     if fixture is not None:
         for source in sorted(fixture.rglob("*")):
@@ -164,6 +172,8 @@ def _run(
         output, cut, ended = _watch(env.sessions, session_id, began + env.suite.budget(case))
     finally:
         _forget(env.sessions, session_id)
+    if env.stopped.is_set():
+        raise Interrupted("the run was interrupted")
     record["durationMs"] = round((time.monotonic() - began) * 1000, 3)
     record["outputBytes"] = len(output)
     for key in ("exitCode", "signal"):
