@@ -5,6 +5,7 @@ its transcript and the trace."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
@@ -29,6 +30,7 @@ from bundle_server.evals import (
     run_host_b_trial,
 )
 from bundle_server.evals.harness import read_run
+from bundle_server.evals.progress import BarProgress, for_stream
 
 WRITE = 'tool Write {"file_path": "out.txt", "content": "hello"}'
 DENIED = 'tool Bash {"command": "rm -rf junk; echo ran > ran.txt"}'
@@ -514,3 +516,32 @@ def test_the_example_suite_shows_what_safe_shell_changes(tmp_path: Path) -> None
         "force-push-is-refused": {"with": 1.0, "without": 0.0},
         "build-clean-up-is-allowed": {"with": 1.0, "without": 1.0},
     }
+
+
+def test_a_run_tells_its_progress_in_the_trace_and_on_a_terminal(lab: Lab, tmp_path: Path) -> None:
+    case = {"id": "told", "prompt": "say hi", "graders": [{"type": "exit", "exitCode": 0}]}
+    suite = lab.suite("told", [case], trials=2)
+    after = lab.harness.server.hub.latest_sequence
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    bar = for_stream(screen)
+    assert isinstance(bar, BarProgress)
+    record = lab.harness.run(suite, tmp_path / "run", progress=bar, formats=["json"])
+    entries = lab.harness.server.hub.replay(after)["entries"]
+    told = [e for e in entries if e["kind"].startswith("eval.")]
+    assert [e["kind"] for e in told] == [
+        "eval.run.started",
+        *["eval.trial.finished"] * 2,
+        "eval.run.finished",
+    ]
+    sessions = {r["hostSessionId"] for r in record["results"]}
+    assert {e["correlation"]["sessionId"] for e in told[1:3]} == sessions
+    assert told[1]["summary"].startswith("told [with] #")
+    lines = screen.getvalue().split("\r")
+    assert lines[0].startswith(f"{record['runId']}: 2 trials, Workbench http://127.0.0.1:")
+    assert lines[-1] == f"[{'#' * 30}] 2/2  passed 2 failed 0 timeout 0 error 0\n"
+    assert not isinstance(for_stream(io.StringIO()), BarProgress)
