@@ -7,10 +7,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from _evals import run, trial
 
 from bundle_contract._validation import problems
-from bundle_server.evals.compare import LABELS, compare_runs
-from bundle_server.evals.stats import mcnemar_exact, summarize
+from bundle_server.evals.compare import compare_runs
+from bundle_server.evals.stats import mcnemar_exact
+from bundle_server.evals.vocabulary import LABELS
 
 PASS, FAIL = True, False
 
@@ -25,36 +27,13 @@ def _run(
 ) -> dict[str, Any]:
     """An EvalRun whose case `id` ran one trial per outcome in `cases[id]` (True: passed) in
     the with arm, and as `without` says in the without arm."""
-    results: list[dict[str, Any]] = []
-    for arm, outcomes in (("with", cases), ("without", without or {})):
-        for case_id, passes in outcomes.items():
-            for index, passed in enumerate(passes):
-                results.append(
-                    {
-                        "caseId": case_id,
-                        "arm": arm,
-                        "index": index,
-                        "host": "host_a",
-                        "status": "passed" if passed else "failed",
-                        "startedAt": "2025-01-31T12:00:00Z",
-                        "durationMs": 1000.0,
-                        "provenance": {"epochId": "ep_1"},
-                        "verdicts": [],
-                    }
-                )
-    return {
-        "runId": run_id,
-        "suite": {"name": "demo", "path": "evals/demo.json", "digest": "sha256:" + "0" * 64},
-        "host": "host_a",
-        "trials": 10,
-        "arms": list(arms),
-        "jobs": 1,
-        "passThreshold": threshold,
-        "status": "completed",
-        "startedAt": "2025-01-31T12:00:00Z",
-        "results": results,
-        "cases": summarize(results, list(arms)),
-    }
+    results = [
+        trial(case_id, arm, index, "passed" if passed else "failed", verdicts=[])
+        for arm, outcomes in (("with", cases), ("without", without or {}))
+        for case_id, passes in outcomes.items()
+        for index, passed in enumerate(passes)
+    ]
+    return run(run_id, results, arms=arms, threshold=threshold)
 
 
 A_ID, B_ID = "er_aaaaaaaaaaaaaaaa", "er_bbbbbbbbbbbbbbbb"

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from _browser import Browser
+from _evals import trial
 from playwright.sync_api import Dialog
 
 from bundle_contract._validation import problems
@@ -24,23 +25,20 @@ def _trial(
     case: str, arm: str, index: int, status: str, ms: float, evidence: str = "ok"
 ) -> dict[str, Any]:
     passed = status == "passed"
-    trial: dict[str, Any] = {
-        "caseId": case,
-        "arm": arm,
-        "index": index,
-        "host": "host_a",
-        "status": status,
-        "startedAt": "2025-01-31T12:00:00Z",
-        "durationMs": ms,
-        "provenance": {"epochId": "ep_0001"},
-        "verdicts": [
+    record = trial(
+        case,
+        arm,
+        index,
+        status,
+        ms,
+        verdicts=[
             {"grader": "0:exit", "passed": status != "error", "evidence": "exit code 0"},
             {"grader": "1:file", "passed": passed, "evidence": "found" if passed else evidence},
         ],
-    }
+    )
     if status == "error":
-        trial["error"] = "setup command failed: exit 2"
-    return trial
+        record["error"] = "setup command failed: exit 2"
+    return record
 
 
 def _run() -> dict[str, Any]:
@@ -111,7 +109,7 @@ def test_junit_has_a_suite_per_arm_and_a_case_per_case(
         assert properties == {
             "runId": "er_00112233445566ff",
             "host": "host_a",
-            "epochId": "ep_0001",
+            "epochId": "ep_1",
             "trials": "5",
         }
         cases = suite.findall("testcase")

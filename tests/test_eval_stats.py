@@ -9,6 +9,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from _evals import trial
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -103,29 +104,15 @@ def test_mcnemar_on_very_many_pairs_stays_a_probability() -> None:
     assert mcnemar_exact(500_000, 500_000) == 1.0
 
 
-def _trial(case: str, arm: str, index: int, status: str, ms: float) -> dict[str, Any]:
-    return {
-        "caseId": case,
-        "arm": arm,
-        "index": index,
-        "host": "host_a",
-        "status": status,
-        "startedAt": "2025-01-31T12:00:00Z",
-        "durationMs": ms,
-        "provenance": {"epochId": "ep_1"},
-        "verdicts": [{"grader": "0:exit", "passed": status == "passed", "evidence": "exit 0"}],
-    }
-
-
 RESULTS = [
-    _trial("only-with", "with", 0, "passed", 10.0),
-    _trial("both", "with", 0, "passed", 100.0),
-    _trial("both", "without", 0, "passed", 50.0),
-    _trial("both", "with", 1, "failed", 200.0),
-    _trial("both", "without", 1, "error", 150.0),
-    _trial("both", "with", 2, "passed", 300.0),
-    _trial("both", "with", 3, "timeout", 400.0),
-    *(_trial("ten", "with", i, "passed" if i < 3 else "failed", 1000.0) for i in range(10)),
+    trial("only-with", "with", 0, "passed", 10.0),
+    trial("both", "with", 0, "passed", 100.0),
+    trial("both", "without", 0, "passed", 50.0),
+    trial("both", "with", 1, "failed", 200.0),
+    trial("both", "without", 1, "error", 150.0),
+    trial("both", "with", 2, "passed", 300.0),
+    trial("both", "with", 3, "timeout", 400.0),
+    *(trial("ten", "with", i, "passed" if i < 3 else "failed", 1000.0) for i in range(10)),
 ]
 
 

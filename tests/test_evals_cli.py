@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _evals import run, trial
 from _projects import config, write_project
 from fake_agent import agent
 
@@ -150,35 +151,12 @@ def test_usage_and_unusable_inputs_exit_2(tmp_path: Path) -> None:
 
 def run_record(path: Path, run_id: str, passes: dict[str, list[bool]]) -> Path:
     results = [
-        {
-            "caseId": case,
-            "arm": "with",
-            "index": index,
-            "host": "host_a",
-            "status": "passed" if ok else "failed",
-            "startedAt": "2026-11-24T10:00:00.000Z",
-            "durationMs": 10.0 + index,
-            "provenance": {"epochId": "ep_1"},
-            "verdicts": [{"grader": "0:exit", "passed": ok, "evidence": "exit 0"}],
-        }
+        trial(case, "with", index, "passed" if ok else "failed", 10.0 + index)
         for case, outcomes in passes.items()
         for index, ok in enumerate(outcomes)
     ]
-    record = {
-        "runId": run_id,
-        "suite": {"name": "s", "path": "/s.json", "digest": "sha256:" + "0" * 64},
-        "host": "host_a",
-        "trials": 10,
-        "arms": ["with"],
-        "jobs": 1,
-        "passThreshold": 0.5,
-        "status": "completed",
-        "startedAt": "2026-11-24T10:00:00.000Z",
-        "results": results,
-        "cases": [],
-    }
     path.mkdir()
-    (path / "run.json").write_text(json.dumps(record))
+    (path / "run.json").write_text(json.dumps(run(run_id, results)))
     return path
 
 
