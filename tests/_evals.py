@@ -49,6 +49,7 @@ def run(
         "arms": list(arms),
         "jobs": 1,
         "passThreshold": threshold,
+        "provenance": {"epochId": "ep_1"},
         "status": "completed",
         "startedAt": "2025-01-31T12:00:00Z",
         "results": results,

@@ -24,8 +24,8 @@ with the hosts.toml hook_output rows. Hook stderr passes through to the agent's 
 go to fd 1 with os.write and end in CRLF, as on a terminal.
 
 In the host's non-interactive mode (hosts.toml [host.batch], as an evaluation trial runs it:
-`--host host_a -p PROMPT --output-format json [plugin arguments]`), the prompt is the script,
-one command per line, run in order; without plugin arguments no hook runs (a bare host):
+`--host host_a [plugin arguments] -p ... -- PROMPT`), the prompt is the script, one command
+per line, run in order; without plugin arguments no hook runs (a bare host):
 
   tool <ToolName> <json input>   as above, and the call goes to the transcript; an allowed
                                  Write ({file_path, content}) writes the file and an allowed
@@ -83,6 +83,23 @@ def host_row(host: str) -> dict:
         if row["kind"] == host:
             return row
     raise SystemExit(f"fake agent: unknown host {host!r}")
+
+
+def plugin_dir_in(template: list[str], args: list[str]) -> str | None:
+    """The plugin directory `args` give the way `template` says, else None."""
+    if len(args) != len(template):
+        return None
+    found = None
+    for pattern, arg in zip(template, args, strict=True):
+        prefix, token, suffix = pattern.partition(PLUGIN_DIR_TOKEN)
+        if not token:
+            if arg != pattern:
+                return None
+        elif arg.startswith(prefix) and arg.endswith(suffix):
+            found = arg[len(prefix) : len(arg) - len(suffix)]
+        else:
+            return None
+    return found or None
 
 
 def plugin_dir_from(template: list[str], args: list[str]) -> str:
@@ -414,11 +431,14 @@ def main(argv: list[str]) -> int:
     row = host_row(argv[1])
     if "session" not in row:
         raise SystemExit(f"fake agent: {argv[1]} is not a session host")
-    batch = prompt_from(row["batch"]["args"], argv[2:]) if "batch" in row else None
-    if batch is not None:
-        script, after = batch
-        plugin = plugin_dir_from(row["session"]["plugin_args"], after) if after else None
-        return Batch(Agent(row, plugin)).run(script)
+    # Non-interactive: [plugin arguments] then the batch arguments, the prompt among them.
+    template, args = row["session"]["plugin_args"], argv[2:]
+    plugin = plugin_dir_in(template, args[: len(template)])
+    batch = prompt_from(
+        row.get("batch", {}).get("args", []), args[len(template) :] if plugin else args
+    )
+    if batch is not None and not batch[1]:
+        return Batch(Agent(row, plugin)).run(batch[0])
     session = Agent(row, plugin_dir_from(row["session"]["plugin_args"], argv[2:]))
     session.start()
     for raw in sys.stdin.buffer:

@@ -64,6 +64,7 @@ def _run() -> dict[str, Any]:
         "arms": ["with", "without"],
         "jobs": 2,
         "passThreshold": 0.5,
+        "provenance": {"epochId": "ep_1"},
         "status": "completed",
         "startedAt": "2025-01-31T12:00:00Z",
         "completedAt": "2025-01-31T12:05:00Z",

@@ -125,6 +125,7 @@ def _run(results: list[dict[str, Any]], cases: list[dict[str, Any]]) -> dict[str
         "arms": ["with", "without"],
         "jobs": 2,
         "passThreshold": 0.5,
+        "provenance": {"epochId": "ep_1"},
         "status": "completed",
         "startedAt": "2025-01-31T12:00:00Z",
         "results": results,

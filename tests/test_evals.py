@@ -18,7 +18,12 @@ import pytest
 from _projects import config, copy_example, write_project
 from fake_agent import agent
 
-from bundle_contract._generated.errors import EvalRunMismatch, EvalSuiteInvalid
+from bundle_contract._generated.errors import (
+    EvalBundleMissing,
+    EvalRunMismatch,
+    EvalSuiteInvalid,
+    MalformedSessionRequest,
+)
 from bundle_contract._validation import problems
 from bundle_server.evals import (
     EvalHarness,
@@ -29,8 +34,8 @@ from bundle_server.evals import (
     run_host_a_trial,
     run_host_b_trial,
 )
-from bundle_server.evals.harness import read_run
 from bundle_server.evals.progress import BarProgress, for_stream
+from bundle_server.evals.rundir import read_run
 
 WRITE = 'tool Write {"file_path": "out.txt", "content": "hello"}'
 DENIED = 'tool Bash {"command": "rm -rf junk; echo ran > ran.txt"}'
@@ -73,7 +78,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         project,
         host_env={"HOME": str(home)},
         host_executables=fake_hosts(),
-        keep_workspaces=True,
+        keep_workspaces=root / "workspaces",
     ) as harness:
         yield Lab(project, home, harness)
 
@@ -387,13 +392,17 @@ def test_a_run_records_statistics_and_deltas_per_case_and_arm(lab: Lab, tmp_path
 
 def test_a_run_resumes_where_it_stopped(lab: Lab, tmp_path: Path) -> None:
     case = {"id": "again", "prompt": "say hi", "graders": [{"type": "exit", "exitCode": 0}]}
-    suite = lab.suite("again", [case], trials=4)
+    suite = lab.suite("again", [case])  # one trial by default
     out = tmp_path / "run"
-    first = lab.harness.run(suite, out)
-    # As a run killed after two trials leaves it: run.json with what was finished.
-    stopped = {**first, "status": "running", "results": first["results"][:2], "cases": []}
-    del stopped["completedAt"]
-    (out / "run.json").write_text(json.dumps(stopped))
+    first = lab.harness.run(suite, out, trials=4)
+    # As a run killed after two trials leaves it: its header, two trials in the journal and
+    # a third torn mid-line.
+    header = {**first, "status": "running", "results": [], "cases": []}
+    del header["completedAt"]
+    (out / "run.json").write_text(json.dumps(header))
+    lines = [json.dumps(r) for r in first["results"][:2]] + [json.dumps(first["results"][2])[:40]]
+    (out / "results.jsonl").write_text("\n".join(lines))
+    assert [r["index"] for r in read_run(out)["results"]] == [0, 1]
     started: list[int] = []
 
     class Count:
@@ -404,13 +413,65 @@ def test_a_run_resumes_where_it_stopped(lab: Lab, tmp_path: Path) -> None:
         def trial_finished(self, *args: Any) -> None: ...
         def run_finished(self, *args: Any) -> None: ...
 
+    # No --trials: the run goes on with the 4 it began with, not the suite's default.
     resumed = lab.harness.run(suite, out, progress=Count())
     assert sorted(started) == [2, 3]
     assert resumed["runId"] == first["runId"]
     assert resumed["results"][:2] == first["results"][:2]
     assert [r["index"] for r in resumed["results"]] == [0, 1, 2, 3]
+    assert not (out / "results.jsonl").exists()
+    assert read_run(out) == resumed
     with pytest.raises(EvalRunMismatch, match="another trials"):
         lab.harness.run(suite, out, trials=5)
+
+
+def test_a_resume_refuses_a_changed_bundle(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "project", config())
+    suite = project / "evals.json"
+    case = {"id": "c", "prompt": "say hi", "graders": [{"type": "exit", "exitCode": 0}]}
+    suite.write_text(json.dumps({"name": "changed", "trials": 2, "cases": [case]}))
+    out = tmp_path / "run"
+    seams: dict[str, Any] = {"host_env": {"HOME": str(tmp_path)}, "host_executables": fake_hosts()}
+    run_evals(suite, out=out, **seams)
+    (project / "handlers.py").write_text(
+        (project / "handlers.py").read_text() + "\n# a change to the bundle\n"
+    )
+    with pytest.raises(EvalRunMismatch, match="another build of the bundle"):
+        run_evals(suite, out=out, **seams)
+
+
+def test_kept_workspaces_outlive_the_harness(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "project", config())
+    suite = project / "evals.json"
+    case = {"id": "c", "prompt": WRITE, "graders": [{"type": "file", "path": "out.txt"}]}
+    suite.write_text(json.dumps({"name": "kept", "trials": 2, "cases": [case]}))
+    record = run_evals(
+        suite,
+        out=tmp_path / "run",
+        keep_workspaces=True,
+        host_env={"HOME": str(tmp_path)},
+        host_executables=fake_hosts(),
+    )
+    kept = [Path(r["workspace"]) for r in record["results"]]
+    assert all(w.parent == tmp_path / "run" / "workspaces" for w in kept)
+    assert all((w / "out.txt").read_text() == "hello" for w in kept)
+
+
+def test_a_with_arm_needs_a_built_bundle(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "project", config(hooks={"beforeTool": "missing:nope"}))
+    suite = project / "evals.json"
+    case = {"id": "c", "prompt": "say hi", "graders": [{"type": "exit", "exitCode": 0}]}
+    suite.write_text(json.dumps({"name": "unbuilt", "cases": [case]}))
+    seams: dict[str, Any] = {"host_env": {"HOME": str(tmp_path)}, "host_executables": fake_hosts()}
+    with create_eval_harness(project, **seams) as harness:
+        with pytest.raises(EvalBundleMissing, match="no built bundle"):
+            harness.run(suite, tmp_path / "run")
+        with pytest.raises(EvalBundleMissing):
+            harness.trial(suite, "c")
+        assert not (tmp_path / "run" / "run.json").exists()
+        record = harness.run(suite, tmp_path / "bare", arms=["without"])
+    assert record["provenance"] == {"epochId": "none"}
+    assert record["results"][0]["status"] == "passed"
 
 
 # -- suites -----------------------------------------------------------------------------
@@ -425,12 +486,23 @@ def test_a_run_resumes_where_it_stopped(lab: Lab, tmp_path: Path) -> None:
         ({"cases": [{"id": "a", "prompt": "x", "fixture": "missing",
                      "graders": [{"type": "exit", "exitCode": 0}]}]}, "is not a directory"),
         ({"cases": [{"id": "a", "prompt": "x", "fixture": "..",
-                     "graders": [{"type": "exit", "exitCode": 0}]}]}, "outside the suite"),
+                     "graders": [{"type": "exit", "exitCode": 0}]}]}, "not a subdirectory"),
         ({"cases": [{"id": "a", "prompt": "x",
                      "graders": [{"type": "finalMessage", "text": {"matches": "(unclosed"}}]}]},
          r"graders\[0\]: the pattern does not compile"),
         ({"trials": 0}, "trials"),
         ({"host": "host_z"}, "host"),
+        ({"cases": [{"id": "a", "prompt": "x", "fixture": ".",
+                     "graders": [{"type": "exit", "exitCode": 0}]}]}, "not a subdirectory"),
+        ({"cases": [{"id": "a", "prompt": "x", "fixture": "a\u0000b",
+                     "graders": [{"type": "exit", "exitCode": 0}]}]}, "NUL"),
+        ({"cases": [{"id": "a", "prompt": "x",
+                     "graders": [{"type": "file", "path": "/etc/passwd"}]}]}, "relative"),
+        ({"cases": [{"id": "a", "prompt": "語" * 50_000,
+                     "graders": [{"type": "exit", "exitCode": 0}]}]}, "eval-prompt-bytes"),
+        ({"timeoutSeconds": 3601}, "eval-trial-budget"),
+        ({"cases": [{"id": "a", "prompt": "x", "timeoutSeconds": 7200,
+                     "graders": [{"type": "exit", "exitCode": 0}]}]}, "eval-trial-budget"),
     ],
 )  # fmt: skip
 def test_a_suite_is_checked_whole_before_anything_runs(
@@ -460,9 +532,11 @@ def test_the_digest_covers_the_fixtures(tmp_path: Path) -> None:
     (tmp_path / "s.json").write_text(json.dumps({"name": "s", "cases": [case]}))
     before = load_suite(tmp_path / "s.json").digest
     (tmp_path / "fx" / "a.txt").write_text("two")
-    assert load_suite(tmp_path / "s.json").digest != before
-    os.utime(tmp_path / "fx" / "a.txt")
-    assert load_suite(tmp_path / "s.json").digest == load_suite(tmp_path / "s.json").digest
+    after = load_suite(tmp_path / "s.json").digest
+    assert after != before
+    os.utime(tmp_path / "fx" / "a.txt", (1, 1))  # times are not contents
+    (tmp_path / "fx" / "a.txt").chmod(0o600)
+    assert load_suite(tmp_path / "s.json").digest == after
 
 
 def test_the_library_api_runs_and_compares_and_runs_single_trials(tmp_path: Path) -> None:
@@ -545,3 +619,49 @@ def test_a_run_tells_its_progress_in_the_trace_and_on_a_terminal(lab: Lab, tmp_p
     assert lines[0].startswith(f"{record['runId']}: 2 trials, Workbench http://127.0.0.1:")
     assert lines[-1] == f"[{'#' * 30}] 2/2  passed 2 failed 0 timeout 0 error 0\n"
     assert not isinstance(for_stream(io.StringIO()), BarProgress)
+
+
+def test_what_setup_starts_serves_the_host_and_ends_with_the_trial(lab: Lab) -> None:
+    # A service started in the background: setup does not wait for it, the host finds it
+    # running, and nothing of it outlives the trial, not even a child that left its session.
+    case = {
+        "id": "service",
+        "prompt": 'tool Bash {"command": "kill -0 $(cat service.pid) && echo up > seen.txt"}',
+        "setup": [
+            "sleep 300 & echo $! > service.pid",
+            "setsid sleep 300 & echo $! > escaped.pid",
+        ],
+        "graders": [{"type": "file", "path": "seen.txt", "text": {"equals": "up\n"}}],
+    }
+    began = time.monotonic()
+    record = lab.trial(case)
+    assert record["status"] == "passed", record["verdicts"]
+    assert time.monotonic() - began < 30
+    workspace = Path(record["workspace"])
+    for name in ("service.pid", "escaped.pid"):
+        assert not alive(int((workspace / name).read_text()))
+
+
+def test_a_trial_records_its_hook_executions(lab: Lab) -> None:
+    case = {
+        "id": "recorded",
+        "prompt": f"{DENIED}\nsay ok",
+        "graders": [{"type": "exit", "exitCode": 0}],
+    }
+    record = lab.trial(case)
+    assert record["hooks"] == [
+        {"family": "session/start", "nativeEvent": "SessionStart", "outcome": "continue"},
+        {"family": "tool/before", "nativeEvent": "PreToolUse", "outcome": "deny"},
+    ]
+    assert "traceDropped" not in record
+
+
+def test_a_trial_session_cannot_be_restarted(lab: Lab) -> None:
+    sessions = lab.harness.server.sessions
+    assert sessions is not None
+    record = sessions.create_batch("host_a", "say hi", cwd=lab.home, with_bundle=False)
+    with pytest.raises(MalformedSessionRequest, match="cannot be restarted") as refused:
+        sessions.restart(record["id"], cols=80, rows=24)
+    assert refused.value.status == 409
+    sessions.terminate(record["id"])
+    sessions.delete(record["id"])

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 from _evals import run, trial
@@ -19,6 +20,7 @@ from _projects import config, write_project
 from fake_agent import agent
 
 from bundle_contract._validation import problems
+from bundle_server.evals.rundir import read_run
 
 SLOW = 'tool Bash {"command": "echo x > done.txt"}\nsleep 0.3\nsay ok'
 
@@ -98,16 +100,21 @@ def test_a_killed_run_resumes_with_the_same_out(tmp_path: Path) -> None:
                 break
     os.killpg(process.pid, signal.SIGKILL)  # no clean-up at all: the run and its hosts die
     process.communicate(timeout=30)
-    killed = json.loads((out / "run.json").read_text())
+    killed = read_run(out)  # the header and the journal's trials
     assert killed["status"] == "running"
     assert len(killed["results"]) >= 2
+    # What a killed run leaves can be reported on already.
+    code, _, stderr = finish(evals("report", str(out), "--formats", "junit", home=home))
+    assert code == 0, stderr
+    suite_xml = ElementTree.parse(out / "junit.xml").getroot().find("testsuite")
+    assert suite_xml is not None and suite_xml.get("tests") == "1"
     code, _, stderr = finish(evals("run", str(suite), "--out", str(out), home=home))
     assert code == 0, stderr
     resumed = json.loads((out / "run.json").read_text())
     assert resumed["status"] == "completed"
     assert resumed["runId"] == killed["runId"]
     assert [r["index"] for r in resumed["results"]] == list(range(6))
-    assert resumed["results"][: len(killed["results"])] == killed["results"]
+    assert all(r in resumed["results"] for r in killed["results"])
     started = [e for e in progress(stderr) if e["type"] == "trial.started"]
     assert len(started) == 6 - len(killed["results"])
 
@@ -118,9 +125,7 @@ def test_sigterm_interrupts_a_run_that_then_resumes(tmp_path: Path) -> None:
     out = tmp_path / "run"
     process = evals("run", str(suite), "--out", str(out), home=tmp_path / "home")
     deadline = time.monotonic() + 60
-    while (
-        not (out / "run.json").exists() or not json.loads((out / "run.json").read_text())["results"]
-    ):
+    while not (out / "results.jsonl").exists():
         assert time.monotonic() < deadline
         time.sleep(0.05)
     process.send_signal(signal.SIGTERM)
@@ -128,7 +133,7 @@ def test_sigterm_interrupts_a_run_that_then_resumes(tmp_path: Path) -> None:
     assert code == 130
     assert "run again with the same --out to resume" in stderr
     # A trial the interruption cut short is no result: only whole trials were recorded.
-    recorded = json.loads((out / "run.json").read_text())["results"]
+    recorded = read_run(out)["results"]
     assert recorded and all(r["status"] == "passed" and "signal" not in r for r in recorded)
     code, _, stderr = finish(evals("run", str(suite), "--out", str(out), home=tmp_path / "home"))
     assert code == 0, stderr
@@ -147,6 +152,15 @@ def test_usage_and_unusable_inputs_exit_2(tmp_path: Path) -> None:
     code, _, stderr = finish(evals("report", str(tmp_path / "nowhere"), home=home))
     assert code == 2
     assert "BX4803" in stderr
+    code, _, stderr = finish(evals("run", str(bad), "--trials", "1001", home=home))
+    assert code == 2
+    assert "trials must be from 1 to 1000" in stderr
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    code, _, stderr = finish(
+        evals("compare", str(a_file), str(a_file), "--out", str(tmp_path / "no" / "x"), home=home)
+    )
+    assert code == 2 and "Traceback" not in stderr
 
 
 def run_record(path: Path, run_id: str, passes: dict[str, list[bool]]) -> Path:

@@ -48,6 +48,7 @@ class MalformedSessionRequest(RequestError):
         "unsupported-method": 405,
         "session-running": 409,
         "session-not-running": 409,
+        "batch-session": 409,
         "input-too-large": 413,
     }
 
@@ -617,6 +618,15 @@ class EvalRunInvalid(ContractError):
     http_status: ClassVar[int] = 422
 
 
+class EvalBundleMissing(ContractError):
+    """An evaluation run or trial with the `with` arm on a project that has no adopted epoch: a
+    bare project, or one whose first build failed.
+    """
+
+    code: ClassVar[str] = "BX4804"
+    http_status: ClassVar[int] = 409
+
+
 ERRORS: dict[str, type[ContractError]] = {
     "AB8256": InvocationAlreadyFinal,
     "AB8022": BindingClosed,
@@ -694,6 +704,7 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX4801": EvalSuiteInvalid,
     "BX4802": EvalRunMismatch,
     "BX4803": EvalRunInvalid,
+    "BX4804": EvalBundleMissing,
 }
 
 __all__ = [
@@ -710,6 +721,7 @@ __all__ = [
     "CursorMalformed",
     "DenyNotAllowed",
     "DenyWithoutReason",
+    "EvalBundleMissing",
     "EvalRunInvalid",
     "EvalRunMismatch",
     "EvalSuiteInvalid",

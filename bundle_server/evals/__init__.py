@@ -10,10 +10,11 @@ server on the project in the host's non-interactive mode, with the bundle's deve
 install (`with`) or without it (`without`). The modules, in the order a run uses them:
 
 - `suite`: reading and checking a suite, its digest;
-- `harness`: the development server, the run directory (resume), the run record;
+- `harness`: the development server, runs and their resume; `rundir`: the run directory;
 - `runner`: the runner interface and the local runner (`jobs` trials at once);
-- `trial`: one trial, workspace to verdicts; `batch`: reading a host's non-interactive output
-  and transcript; `graders`: the verdicts;
+- `trial`: one trial, workspace to verdicts; `commands`: its setup and grader commands;
+  `batch`: reading a host's non-interactive output and transcript; `hooks`: its hook
+  executions in the trace; `graders`: the verdicts;
 - `stats`: pass rate, pass@k, durations; `compare`: labels and the paired test;
 - `reports`: JSON, JUnit XML and HTML; `progress`: the bar, NDJSON and trace entries;
 - `cli`: `bundle-evals`.
@@ -28,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from bundle_server.evals.compare import compare_runs
-from bundle_server.evals.harness import EvalHarness, project_of, read_run, run_file
+from bundle_server.evals.harness import EvalHarness
 from bundle_server.evals.progress import Progress
+from bundle_server.evals.rundir import project_of, read_run, run_file
 from bundle_server.evals.runner import LocalRunner, Runner
 from bundle_server.evals.suite import Suite, load_suite
 from bundle_server.evals.trial import Trial
@@ -110,7 +112,7 @@ def run_evals(
     formats: Iterable[str] = ("json", "junit", "html"),
     host_env: Mapping[str, str] | None = None,
     host_executables: Mapping[str, Any] | None = None,
-    keep_workspaces: bool = False,
+    keep_workspaces: bool | PathLike = False,
 ) -> dict[str, Any]:
     """Run (or resume, when `out` holds a run of the same suite) `suite` on its project (by
     default the nearest directory above it with a bundle config); the EvalRun record, also

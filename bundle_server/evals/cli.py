@@ -32,15 +32,16 @@ from types import FrameType
 from typing import Any
 
 from bundle_contract._error_bases import ContractError
+from bundle_contract._spec import get_spec
 from bundle_server.evals import compare_evals
-from bundle_server.evals.harness import EvalHarness, project_of, read_run, run_file
+from bundle_server.evals.harness import EvalHarness
 from bundle_server.evals.progress import for_stream
-from bundle_server.evals.reports import write_reports
+from bundle_server.evals.reports import FORMATS, write_reports
+from bundle_server.evals.rundir import project_of, read_run, run_file
 from bundle_server.evals.runner import jobs_bound
+from bundle_server.evals.stats import summarize
 from bundle_server.evals.suite import load_suite
-from bundle_server.evals.vocabulary import ARMS
-
-FORMATS = ("json", "junit", "html")
+from bundle_server.evals.vocabulary import ARMS, SESSION_HOSTS
 
 
 def _listed(allowed: Sequence[str]) -> Any:
@@ -61,9 +62,12 @@ def _jobs(value: str) -> int:
     return int(value)
 
 
-def _positive(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError("must be a positive integer")
+def _trials(value: str) -> int:
+    row = get_spec().limit("eval-trials")
+    if not value.isdigit() or not row["minimum"] <= int(value) <= row["maximum"]:
+        raise argparse.ArgumentTypeError(
+            f"trials must be from {row['minimum']} to {row['maximum']}"
+        )
     return int(value)
 
 
@@ -76,12 +80,12 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("suite", type=Path)
     run.add_argument("--project", type=Path, help="the bundle project (default: above SUITE)")
     run.add_argument("--out", type=Path, help="the run directory (default: a new one)")
-    run.add_argument("--trials", type=_positive, help="trials per case and arm")
+    run.add_argument("--trials", type=_trials, help="trials per case and arm")
     run.add_argument("--arms", type=_listed(ARMS), help="with, without, or both")
     run.add_argument("--jobs", type=_jobs, default=1, help="trials at once")
-    run.add_argument("--host", choices=("host_a", "host_b"), help="the host to run")
+    run.add_argument("--host", choices=SESSION_HOSTS, help="the host to run")
     run.add_argument("--keep-workspaces", action="store_true")
-    run.add_argument("--formats", type=_listed(FORMATS), default=list(FORMATS))
+    run.add_argument("--formats", type=_listed(list(FORMATS)), default=list(FORMATS))
     compare = commands.add_parser("compare", help="compare run B against run A")
     compare.add_argument("a", type=Path)
     compare.add_argument("b", type=Path)
@@ -91,7 +95,7 @@ def parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="write the reports of a run again")
     report.add_argument("run", type=Path)
     report.add_argument("--out", type=Path, help="where (default: the run's directory)")
-    report.add_argument("--formats", type=_listed(FORMATS), default=list(FORMATS))
+    report.add_argument("--formats", type=_listed(list(FORMATS)), default=list(FORMATS))
     return main
 
 
@@ -142,7 +146,10 @@ def command_compare(args: argparse.Namespace) -> int:
 
 def command_report(args: argparse.Namespace) -> int:
     path = run_file(args.run)
-    for written in write_reports(read_run(path), args.out or path.parent, args.formats):
+    record = read_run(path)
+    # An interrupted run has no statistics yet: they are made from the trials it has.
+    record["cases"] = summarize(record["results"], record["arms"])
+    for written in write_reports(record, args.out or path.parent, args.formats):
         print(written)
     return 0
 
@@ -162,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ContractError as error:
         print(f"bundle-evals: {error.code}: {error.message}", file=sys.stderr)
         return 2
-    except ValueError as error:
+    except (ValueError, OSError) as error:
         print(f"bundle-evals: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,11 +1,11 @@
 """Grading one trial: each grader of its case gives a verdict (passed, and the evidence a
 person needs to see why) from what the trial left (EvalSuite.json#/$defs/grader):
 
-- `file`, `command`, `grader` look at the workspace after the host ended; commands run with
-  `sh -c` there, bounded by eval-command-time;
+- `file`, `command`, `grader` look at the workspace after the host ended; commands run as
+  `commands.Commands` runs them;
 - `finalMessage` and `exit` look at what the host said and how it ended;
-- `hook` counts the trial's hook executions in the trace (entries of source `hook` correlated
-  by the trial's host session, one execution per `executionId`);
+- `hook` counts the trial's hook executions (`hooks.trial_hooks`) of a family, host event or
+  outcome;
 - `toolCalls` reads the calls the agent made from the host's transcript.
 
 A grader that cannot look (no transcript, a command that cannot start) fails with that as its
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,8 @@ from typing import Any
 
 from bundle_contract._spec import get_spec
 from bundle_server.evals.batch import ToolCall
+from bundle_server.evals.commands import Commands
+from bundle_server.evals.text import shorten
 
 Verdict = dict[str, Any]
 
@@ -36,10 +37,10 @@ class Evidence:
     final_message: str | None
     exit_code: int | None
     signal: str | None
-    hook_entries: Sequence[Mapping[str, Any]]
+    hooks: Sequence[Mapping[str, Any]] | None  # hooks.executions; None when some were lost
     tool_calls: Sequence[ToolCall] | None
     trial: Mapping[str, Any]  # the trial record so far, for a grader command's stdin
-    env: Mapping[str, str]
+    commands: Commands
 
 
 def evidence_chars() -> int:
@@ -47,13 +48,9 @@ def evidence_chars() -> int:
     return limit
 
 
-def command_seconds() -> float:
-    return float(get_spec().limit("eval-command-time")["maximum"]) / 1000
-
-
 def clip(text: str) -> str:
-    bound = evidence_chars()
-    return text if len(text) <= bound else text[: bound - 1] + "…"
+    """`text` within eval-evidence-chars."""
+    return shorten(text, evidence_chars())
 
 
 def grade(graders: Sequence[Mapping[str, Any]], evidence: Evidence) -> list[Verdict]:
@@ -81,7 +78,7 @@ def text_problems(text: str, wanted: Mapping[str, str]) -> list[str]:
 
 
 def excerpt(text: str, limit: int = 200) -> str:
-    return repr(text if len(text) <= limit else text[:limit] + "…")
+    return repr(shorten(text, limit))
 
 
 def file_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, str]:
@@ -101,35 +98,15 @@ def file_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, st
     return True, f"{grader['path']}: {excerpt(text)}"
 
 
-def run_command(command: str, evidence: Evidence, stdin: bytes = b"") -> tuple[int | None, str]:
-    """(exit code, or None when it could not run or timed out; its output)."""
-    try:
-        done = subprocess.run(
-            ["sh", "-c", command],
-            cwd=evidence.workspace,
-            input=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=dict(evidence.env),
-            timeout=command_seconds(),
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {command_seconds():g} s"
-    except OSError as error:
-        return None, f"cannot run: {error}"
-    return done.returncode, done.stdout.decode("utf-8", "replace")
-
-
 def command_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, str]:
-    code, output = run_command(grader["run"], evidence)
+    code, output = evidence.commands.run(grader["run"])
     wanted = grader.get("exitCode", 0)
     said = f"exit {code} (wanted {wanted})" if code is not None else output
     return code == wanted, f"{said}: {output.strip()}" if code is not None else said
 
 
 def external_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, str]:
-    code, output = run_command(grader["run"], evidence, json.dumps(evidence.trial).encode())
+    code, output = evidence.commands.run(grader["run"], json.dumps(evidence.trial).encode())
     return code == 0, output.strip() or (f"exit {code}" if code is not None else "no output")
 
 
@@ -148,34 +125,19 @@ def exit_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, st
 
 
 def hook_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, str]:
-    executions: dict[str, list[Mapping[str, Any]]] = {}
-    for entry in evidence.hook_entries:
-        executions.setdefault(entry["correlation"].get("executionId", ""), []).append(entry)
-    count = sum(1 for events in executions.values() if _execution_matches(grader, events))
+    if evidence.hooks is None:
+        return False, "the trial's hooks cannot be counted: the trace dropped entries meanwhile"
+    wanted = {k: grader[k] for k in ("family", "nativeEvent", "outcome") if k in grader}
+    count = sum(1 for h in evidence.hooks if all(h.get(k) == v for k, v in wanted.items()))
     # At least one unless only a maximum is given ("max": 0 asks for none).
     high = grader.get("max")
     low = grader.get("min", 0 if high is not None else 1)
     passed = count >= low and (high is None or count <= high)
-    what = " ".join(f"{k}={grader[k]}" for k in ("family", "nativeEvent", "outcome") if k in grader)
+    what = " ".join(f"{k}={v}" for k, v in wanted.items()) or "any event"
     bound = f"at least {low}" + (f" and at most {high}" if high is not None else "")
     return passed, (
-        f"{count} hook execution(s) with {what or 'any event'} (wanted {bound});"
-        f" {len(executions)} in all"
+        f"{count} hook execution(s) with {what} (wanted {bound}); {len(evidence.hooks)} in all"
     )
-
-
-def _execution_matches(grader: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> bool:
-    details = [e.get("details", {}) for e in events]
-    if "family" in grader and not any(d.get("family") == grader["family"] for d in details):
-        return False
-    if "nativeEvent" in grader and not any(
-        d.get("nativeEvent") == grader["nativeEvent"] for d in details
-    ):
-        return False
-    outcome = grader.get("outcome")
-    if outcome == "failure":
-        return any(e.get("status") == "error" for e in events)
-    return outcome is None or any(d.get("outcome") == outcome for d in details)
 
 
 def contains(found: Any, wanted: Any) -> bool:

@@ -7,21 +7,26 @@ Theory of operation:
   are host sessions of that server, so its Workbench shows them live, with their hooks' trace
   and the run's progress entries; the URL is printed when a run starts. One server serves a
   project at a time (BX4707): stop `bundle-server` on the project before a run, or evaluate
-  a copy.
-- A run lives in a directory: `run.json` (EvalRun.json) is rewritten atomically after every
-  trial, so a run killed at any moment leaves a valid record of the trials it finished, and
-  running the same suite into the same directory resumes: only the trials not yet recorded
-  run. A directory made from another suite (digest), host, arms or trial count is refused
-  (BX4802). Once every trial is recorded the statistics (`stats.summarize`) and the reports
-  (`reports.write_reports`: JSON, JUnit XML, HTML) are written beside it.
+  a copy. A run or trial with the `with` arm needs an adopted epoch (BX4804): without one it
+  would silently measure the bare host.
+- A run lives in a directory (`rundir`): a killed run leaves its header and every trial it
+  finished, and running the same suite into the same directory resumes it: only the trials
+  not yet recorded run, with the trial count and arms the run began with. A directory of
+  another suite (digest), host, arms or trial count, or a bundle whose digests changed since
+  the run began, is refused (BX4802). Once every trial is recorded the statistics
+  (`stats.summarize`) and the reports (`reports.write_reports`: JSON, JUnit XML, HTML) are
+  written beside it.
 - Trials are handed to a `Runner` (`runner.LocalRunner` by default, `jobs` at once). The
   statistics depend on the records alone, sorted by case, arm and index, so a run with four
   jobs gives the result a serial run gives.
+- Workspaces are removed once graded; kept ones (`keep_workspaces`) go to the run directory's
+  `workspaces/` (a single trial's to a directory of their own), which the harness never
+  removes.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import os
 import secrets
 import tempfile
@@ -31,10 +36,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from bundle_contract._generated.errors import EvalRunInvalid, EvalRunMismatch
+from bundle_contract._generated.errors import EvalBundleMissing, EvalRunMismatch
 from bundle_contract._project import utc_timestamp
-from bundle_contract._validation import problems, validate
-from bundle_server._dev_server import DevServer, start_dev_server
+from bundle_contract._validation import validate
+from bundle_server._dev_server import FIRST_BUILD_WAIT, DevServer, start_dev_server
+from bundle_server.evals import rundir
 from bundle_server.evals.progress import Fanout, Progress, TraceProgress
 from bundle_server.evals.reports import write_reports
 from bundle_server.evals.runner import LocalRunner, Runner
@@ -43,9 +49,9 @@ from bundle_server.evals.suite import Suite, load_suite
 from bundle_server.evals.trial import Trial, TrialEnv, run_trial
 from bundle_server.evals.vocabulary import ARMS
 
-FIRST_BUILD_SECONDS = 300.0
-CONFIG_FILES = ("bundle.config.json", "bundle.config.py")
 EPOCH_KEYS = ("configDigest", "modelDigest", "targetDigests")
+BUNDLE_KEYS = (*EPOCH_KEYS, "manifestDigest")  # what a resumed run must find unchanged
+NO_EPOCH = "none"
 
 
 class EvalHarness:
@@ -59,18 +65,24 @@ class EvalHarness:
         host: str = "host_a",
         host_env: Mapping[str, str] | None = None,
         host_executables: Mapping[str, Any] | None = None,
-        keep_workspaces: bool = False,
+        keep_workspaces: bool | str | os.PathLike[str] = False,
     ) -> None:
         self.host = host
-        self.host_env = dict(os.environ) | dict(host_env or {})
-        self.keep_workspaces = keep_workspaces
+        # What the harness adds to a host's environment, and the environment that results.
+        self.host_overrides = dict(host_env or {})
+        self.host_env = dict(os.environ) | self.host_overrides
+        # True keeps each run's in its directory (a trial's in one of its own); a path, there.
+        self.keep_workspaces = bool(keep_workspaces)
+        self._keep_in = None if isinstance(keep_workspaces, bool) else Path(keep_workspaces)
         self.server: DevServer = start_dev_server(
             project, watch=False, host_executables=host_executables
         )
         self._workspaces = tempfile.TemporaryDirectory(prefix="bundle-evals-")
+        self._kept: Path | None = None
         try:
             assert self.server.project is not None
-            self.server.project.first_build.wait(FIRST_BUILD_SECONDS)
+            # A build that is slower than its limit fails; the first one is then reported.
+            self.server.project.first_build.wait(FIRST_BUILD_WAIT + 5)
         except BaseException:
             self.close()
             raise
@@ -80,11 +92,16 @@ class EvalHarness:
     def provenance(self) -> dict[str, Any]:
         """The adopted epoch and its digests ("none" when no build succeeded)."""
         epoch = (self.server.status().get("artifact") or {}).get("activeEpoch") or {}
-        found: dict[str, Any] = {"epochId": str(epoch.get("id", "none"))}
+        found: dict[str, Any] = {"epochId": str(epoch.get("id", NO_EPOCH))}
         found.update((key, epoch[key]) for key in EPOCH_KEYS if key in epoch)
+        if "manifestPath" in epoch:
+            # The config and model digests leave the handlers' code out; the manifest lists
+            # every file of the bundle with its digest.
+            manifest = Path(epoch["manifestPath"]).read_bytes()
+            found["manifestDigest"] = "sha256:" + hashlib.sha256(manifest).hexdigest()
         return found
 
-    def trial_env(self, suite: Suite) -> TrialEnv:
+    def trial_env(self, suite: Suite, workspaces: Path | None = None) -> TrialEnv:
         assert self.server.sessions is not None
         return TrialEnv(
             suite=suite,
@@ -92,10 +109,19 @@ class EvalHarness:
             sessions=self.server.sessions,
             hub=self.server.hub,
             provenance=self.provenance(),
-            workspaces=Path(self._workspaces.name),
+            workspaces=workspaces or Path(self._workspaces.name),
             host_env=self.host_env,
+            host_overrides=self.host_overrides,
             keep_workspaces=self.keep_workspaces,
         )
+
+    def _need_bundle(self, arms: Iterable[str]) -> None:
+        if "with" in arms and self.provenance()["epochId"] == NO_EPOCH:
+            raise EvalBundleMissing(
+                "the project has no built bundle to evaluate (a bare project, or its build"
+                " failed: see the Workbench's Project view); the with arm would run the bare host",
+                {"project": str(self.server.project_root)},
+            )
 
     # -- trials and runs -------------------------------------------------------------------------
 
@@ -105,7 +131,11 @@ class EvalHarness:
         """Run one trial of `case_id` now; its EvalTrial record."""
         suite = suite if isinstance(suite, Suite) else load_suite(suite)
         suite.case(case_id)  # StopIteration is no answer: check first
-        return run_trial(self.trial_env(suite), Trial(case_id, arm, index))
+        self._need_bundle([arm])
+        if self.keep_workspaces and self._kept is None:
+            self._kept = self._keep_in or Path(tempfile.mkdtemp(prefix="bundle-evals-kept-"))
+            self._kept.mkdir(parents=True, exist_ok=True)
+        return run_trial(self.trial_env(suite, self._kept), Trial(case_id, arm, index))
 
     def run(
         self,
@@ -137,34 +167,39 @@ class EvalHarness:
         total = len(done_keys) + len(todo)
         told = Fanout([TraceProgress(self.server.hub), *([progress] if progress else [])])
         lock = threading.Lock()
-        env = self.trial_env(suite)
+        kept = (self._keep_in or out / "workspaces") if self.keep_workspaces else None
+        if kept is not None:
+            kept.mkdir(parents=True, exist_ok=True)
+        env = self.trial_env(suite, kept)
         told.run_started(record["runId"], len(done_keys), total, self.server.workbench_url)
 
         def started(trial: Trial) -> None:
             with lock:
-                count = len(record["results"])
-            told.trial_started(record["runId"], trial, count, total)
+                told.trial_started(record["runId"], trial, len(record["results"]), total)
 
         def finished(trial: Trial, result: dict[str, Any]) -> None:
-            if env.stopped.is_set():
-                return  # cut short by the interruption: it runs again on resume
+            # Under the lock, progress included: `done` counts up in the order it is told.
             with lock:
+                if env.stopped.is_set():
+                    return  # cut short by the interruption: it runs again on resume
+                rundir.append(out, result)
                 record["results"].append(result)
-                _sort(record["results"], order)
-                save(out, record)
-                count = len(record["results"])
-            told.trial_finished(record["runId"], trial, result, count, total)
+                told.trial_finished(record["runId"], trial, result, len(record["results"]), total)
 
         try:
             runner.run(todo, lambda trial: run_trial(env, trial), started, finished)
         except BaseException:
-            env.stopped.set()
+            with lock:
+                env.stopped.set()
             raise
+        record["results"].sort(
+            key=lambda r: (order.get(r["caseId"], len(order)), ARMS.index(r["arm"]), r["index"])
+        )
         record["status"] = "completed"
         record["completedAt"] = utc_timestamp()
         record["cases"] = summarize(record["results"], record["arms"])
         validate("EvalRun.json", record)
-        save(out, record)
+        rundir.complete(out, record)
         write_reports(record, out, formats)
         told.run_finished(record["runId"], len(record["results"]), total)
         return record
@@ -177,13 +212,20 @@ class EvalHarness:
         arms: Sequence[str] | None,
         jobs: int,
     ) -> dict[str, Any]:
+        previous = rundir.read_run(out) if (out / rundir.RUN_FILE).exists() else None
+        # A resume goes on with the trial count and arms its run began with.
+        if trials is None:
+            trials = previous["trials"] if previous else suite.setting("trials")
+        chosen = arms or (previous["arms"] if previous else suite.setting("arms"))
+        ordered = [a for a in ARMS if a in chosen]
         wanted = {
             "suite": {"name": suite.name, "path": str(suite.path), "digest": suite.digest},
             "host": self.host,
-            "trials": trials if trials is not None else suite.setting("trials"),
-            "arms": [a for a in ARMS if a in (arms or suite.setting("arms"))],
+            "trials": trials,
+            "arms": ordered,
         }
-        previous = read_run(out / "run.json") if (out / "run.json").exists() else None
+        self._need_bundle(ordered)
+        provenance = self.provenance()
         if previous is not None:
             for key, value in wanted.items():
                 if previous[key] != value:
@@ -191,8 +233,14 @@ class EvalHarness:
                         f"{out} holds a run of another {key}: {previous[key]!r}, not {value!r}",
                         {"runDirectory": str(out), "field": key},
                     )
-            previous["status"] = "running"
-            previous["jobs"] = jobs
+            changed = [k for k in BUNDLE_KEYS if previous["provenance"].get(k) != provenance.get(k)]
+            if changed:
+                raise EvalRunMismatch(
+                    f"{out} holds a run of another build of the bundle ({', '.join(changed)}"
+                    f" changed since epoch {previous['provenance']['epochId']}): start a new run",
+                    {"runDirectory": str(out), "field": "provenance"},
+                )
+            previous.update(status="running", jobs=jobs)
             previous.pop("completedAt", None)
             return previous
         record: dict[str, Any] = {
@@ -200,13 +248,14 @@ class EvalHarness:
             **wanted,
             "jobs": jobs,
             "passThreshold": suite.setting("passThreshold"),
+            "provenance": provenance,
             "status": "running",
             "startedAt": utc_timestamp(),
             "results": [],
             "cases": [],
         }
         validate("EvalRun.json", record)
-        save(out, record)
+        rundir.save(out, record)
         return record
 
     def close(self) -> None:
@@ -223,49 +272,3 @@ class EvalHarness:
         trace: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _sort(results: list[dict[str, Any]], order: Mapping[str, int]) -> None:
-    results.sort(
-        key=lambda r: (order.get(r["caseId"], len(order)), ARMS.index(r["arm"]), r["index"])
-    )
-
-
-def save(out: Path, record: Mapping[str, Any]) -> None:
-    """run.json, replaced atomically: a reader (or a resume after a kill) never sees half."""
-    temporary = out / f".run.json.{os.getpid()}.{threading.get_ident()}"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(record, handle, indent=1)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, out / "run.json")
-
-
-def read_run(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A run record from its file, checked against EvalRun.json (BX4803)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            record = json.load(handle)
-    except (OSError, ValueError) as error:
-        raise EvalRunInvalid(
-            f"cannot read the run record {path}: {error}", {"path": str(path)}
-        ) from None
-    found = problems("EvalRun.json", record)
-    if found:
-        raise EvalRunInvalid(f"{path}: {found[0]}", {"path": str(path)})
-    return dict(record)
-
-
-def project_of(suite: str | os.PathLike[str]) -> Path:
-    """The project a suite belongs to: the nearest directory above it with a bundle config
-    (else the working directory)."""
-    for directory in Path(suite).resolve().parents:
-        if any((directory / name).is_file() for name in CONFIG_FILES):
-            return directory
-    return Path.cwd()
-
-
-def run_file(path: str | os.PathLike[str]) -> Path:
-    """A run's record: `path` itself, or run.json in the run directory `path`."""
-    path = Path(path)
-    return path / "run.json" if path.is_dir() else path

@@ -16,11 +16,12 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from bundle_contract._generated.errors import EvalSuiteInvalid
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import validate
+from bundle_server.evals.text import shorten
 from bundle_server.evals.vocabulary import schema
 
 
@@ -71,39 +72,60 @@ def load_suite(path: str | os.PathLike[str]) -> Suite:
         raise EvalSuiteInvalid(
             f"cannot read the evaluation suite {path}: {error}", {"path": str(path)}
         ) from None
-    validate("EvalSuite.json", data, EvalSuiteInvalid, path=str(path))
+    try:
+        validate("EvalSuite.json", data, EvalSuiteInvalid, path=str(path))
+    except EvalSuiteInvalid as error:  # jsonschema quotes the offending value whole
+        raise EvalSuiteInvalid(shorten(error.message, 1000), error.details) from None
     _check_cases(path, data)
     return Suite(path, data, _digest(path, raw, data))
 
 
 def _check_cases(path: Path, data: Mapping[str, Any]) -> None:
+    spec = get_spec()
+    prompt_bytes = spec.limit("eval-prompt-bytes")["maximum"]
+    budget = spec.limit("eval-trial-budget")["maximum"] / 1000
+    if data.get("timeoutSeconds", 0) > budget:
+        _refuse(path, "$.timeoutSeconds", f"above eval-trial-budget ({budget:g} s)")
     seen: set[str] = set()
     for index, case in enumerate(data["cases"]):
         where = f"$.cases[{index}]"
         if case["id"] in seen:
             _refuse(path, where, f"the case id {case['id']!r} is used twice")
         seen.add(case["id"])
+        if len(case["prompt"].encode("utf-8", "surrogatepass")) > prompt_bytes:
+            _refuse(path, f"{where}.prompt", f"longer than eval-prompt-bytes ({prompt_bytes})")
+        if case.get("timeoutSeconds", 0) > budget:
+            _refuse(path, f"{where}.timeoutSeconds", f"above eval-trial-budget ({budget:g} s)")
         if "fixture" in case:
-            fixture = (path.parent / case["fixture"]).resolve()
-            if not fixture.is_relative_to(path.parent):
-                _refuse(
-                    path, where, f"the fixture {case['fixture']!r} is outside the suite's directory"
-                )
-            if not fixture.is_dir():
-                _refuse(path, where, f"the fixture {case['fixture']!r} is not a directory")
+            _check_fixture(path, where, case["fixture"])
         for number, grader in enumerate(case["graders"]):
-            pattern = (grader.get("text") or {}).get("matches")
-            if pattern is None:
-                continue
-            try:
-                re.compile(pattern)
-            except re.error as error:
-                _refuse(
-                    path, f"{where}.graders[{number}]", f"the pattern does not compile: {error}"
-                )
+            _check_grader(path, f"{where}.graders[{number}]", grader)
 
 
-def _refuse(path: Path, where: str, message: str) -> None:
+def _check_fixture(path: Path, where: str, fixture: str) -> None:
+    # A subdirectory of the suite's own: the suite's directory itself would copy run output
+    # (and the suite) into every workspace, and change the digest as a run writes.
+    if "\0" in fixture:
+        _refuse(path, where, "the fixture's path holds a NUL character")
+    found = (path.parent / fixture).resolve()
+    if found == path.parent or not found.is_relative_to(path.parent):
+        _refuse(path, where, f"the fixture {fixture!r} is not a subdirectory of the suite's")
+    if not found.is_dir():
+        _refuse(path, where, f"the fixture {fixture!r} is not a directory")
+
+
+def _check_grader(path: Path, where: str, grader: Mapping[str, Any]) -> None:
+    if grader["type"] == "file" and ("\0" in grader["path"] or grader["path"].startswith("/")):
+        _refuse(path, where, "a file grader's path is relative to the workspace, without NUL")
+    pattern = (grader.get("text") or {}).get("matches")
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            _refuse(path, where, f"the pattern does not compile: {error}")
+
+
+def _refuse(path: Path, where: str, message: str) -> NoReturn:
     raise EvalSuiteInvalid(f"{path.name}: {where}: {message}", {"path": str(path), "at": where})
 
 

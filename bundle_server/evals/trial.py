@@ -11,19 +11,22 @@
    time budget, or past eval-trial-output bytes, the session is terminated and waited for
    until nothing it started is left (`timeout`, or an `error` for the output).
 3. What it left: the final message, its own session id, transcript and tool calls
-   (`batch.read_outcome`), and the trace entries of source `hook` correlated by the trial's
-   host session, then every grader (`graders.grade`).
+   (`batch.read_outcome`), and its hook executions (`hooks.trial_hooks`), kept in the record;
+   then every grader (`graders.grade`).
 
-The workspace is removed afterwards unless the harness keeps workspaces.
+Whatever the setup and grader commands left running ends with the trial (`commands`), and the
+workspace is removed unless the harness keeps workspaces. A trial the run's interruption cut
+short raises `Interrupted`: it is no result.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +36,9 @@ from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_server._streams.sequenced import SubscriberLagged
 from bundle_server.evals.batch import read_outcome
-from bundle_server.evals.graders import Evidence, clip, grade, run_command
+from bundle_server.evals.commands import Commands
+from bundle_server.evals.graders import Evidence, clip, grade
+from bundle_server.evals.hooks import trial_hooks
 from bundle_server.evals.suite import Suite
 from bundle_server.sessions.pty import SessionManager
 from bundle_server.trace.hub import TraceHub
@@ -64,7 +69,8 @@ class TrialEnv:
     hub: TraceHub
     provenance: Mapping[str, Any]  # the run's epoch and digests
     workspaces: Path
-    host_env: Mapping[str, str]
+    host_env: Mapping[str, str]  # the host's whole environment (for commands, $HOME)
+    host_overrides: Mapping[str, str]  # what the harness adds to a session's environment
     keep_workspaces: bool = False
     # Set when the run is interrupted: a trial cut short by it is not a result.
     stopped: threading.Event = field(default_factory=threading.Event)
@@ -91,13 +97,15 @@ def run_trial(env: TrialEnv, trial: Trial) -> dict[str, Any]:
     )
     if env.keep_workspaces:
         record["workspace"] = str(workspace)
+    commands = Commands(workspace, env.host_env, env.stopped)
     try:
-        _prepare(env, case, workspace)
-        _run(env, case, trial, workspace, record)
+        _prepare(env, case, workspace, commands)
+        _run(env, case, trial, workspace, record, commands)
     except TrialError as error:
         record["status"] = "error"
         record["error"] = clip(str(error))
     finally:
+        commands.end()  # what setup and grader commands left running ends with the trial
         if not env.keep_workspaces:
             shutil.rmtree(workspace, ignore_errors=True)
     return record
@@ -111,46 +119,34 @@ class Interrupted(Exception):
     """The run stopped while the trial ran: it has no record at all."""
 
 
-def _prepare(env: TrialEnv, case: Mapping[str, Any], workspace: Path) -> None:
+def _prepare(env: TrialEnv, case: Mapping[str, Any], workspace: Path, commands: Commands) -> None:
     if env.stopped.is_set():
         raise Interrupted("the run was interrupted")
     fixture = env.suite.fixture(case)
     if fixture is not None:
-        for source in sorted(fixture.rglob("*")):
-            if source.is_file() and not source.is_symlink():
-                target = workspace / source.relative_to(fixture)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source, target)
-    evidence = _evidence(env, workspace, {}, None, None)
+        # Files with their modes and empty directories; symlinks are left out, as the suite's
+        # digest leaves them out.
+        shutil.copytree(fixture, workspace, ignore=_symlinks, dirs_exist_ok=True)
     for command in case.get("setup", []):
-        code, output = run_command(command, evidence)
+        code, output = commands.run(command)
+        if env.stopped.is_set():
+            raise Interrupted("the run was interrupted")
         if code != 0:
             said = f"exit {code}" if code is not None else "did not finish"
             raise TrialError(f"setup command {command!r}: {said}: {output.strip()}")
 
 
-def _evidence(
-    env: TrialEnv,
-    workspace: Path,
-    record: Mapping[str, Any],
-    outcome: Any,
-    ended: Mapping[str, Any] | None,
-    hooks: list[dict[str, Any]] | None = None,
-) -> Evidence:
-    return Evidence(
-        workspace=workspace,
-        final_message=getattr(outcome, "final_message", None),
-        exit_code=(ended or {}).get("exitCode"),
-        signal=(ended or {}).get("signal"),
-        hook_entries=hooks or [],
-        tool_calls=getattr(outcome, "tool_calls", None),
-        trial=record,
-        env=env.host_env,
-    )
+def _symlinks(directory: str, names: list[str]) -> set[str]:
+    return {name for name in names if os.path.islink(os.path.join(directory, name))}
 
 
 def _run(
-    env: TrialEnv, case: Mapping[str, Any], trial: Trial, workspace: Path, record: dict[str, Any]
+    env: TrialEnv,
+    case: Mapping[str, Any],
+    trial: Trial,
+    workspace: Path,
+    record: dict[str, Any],
+    commands: Commands,
 ) -> None:
     after = env.hub.latest_sequence
     began = time.monotonic()
@@ -160,7 +156,7 @@ def _run(
             case["prompt"],
             cwd=workspace,
             with_bundle=trial.arm == "with",
-            env=env.host_env,
+            env=env.host_overrides,
         )
     except ContractError as error:
         raise TrialError(f"the host could not start: {error.message}") from None
@@ -187,8 +183,23 @@ def _run(
         record["finalMessage"] = clip(outcome.final_message)
     if outcome.transcript is not None:
         record["transcriptPath"] = outcome.transcript
-    hooks = _hook_entries(env.hub, after, session_id)
-    verdicts = grade(case["graders"], _evidence(env, workspace, record, outcome, ended, hooks))
+    hooks, dropped = trial_hooks(env.hub, after, session_id)
+    record["hooks"] = hooks
+    if dropped:
+        record["traceDropped"] = dropped
+    evidence = Evidence(
+        workspace=workspace,
+        final_message=outcome.final_message,
+        exit_code=ended.get("exitCode"),
+        signal=ended.get("signal"),
+        hooks=None if dropped else hooks,
+        tool_calls=outcome.tool_calls,
+        trial=record,
+        commands=commands,
+    )
+    verdicts = grade(case["graders"], evidence)
+    if env.stopped.is_set():
+        raise Interrupted("the run was interrupted")
     record["verdicts"] = verdicts
     if cut == "time":
         record["status"] = "timeout"
@@ -252,15 +263,3 @@ def _forget(sessions: SessionManager, session_id: str) -> None:
         sessions.delete(session_id)
     except ContractError:
         pass
-
-
-def _hook_entries(hub: TraceHub, after: int, session_id: str) -> list[dict[str, Any]]:
-    entries = hub.replay(after).get("entries", [])
-    return [
-        e
-        for e in entries
-        if e["source"] == "hook" and e["correlation"].get("sessionId") == session_id
-    ]
-
-
-Run = Callable[[Trial], dict[str, Any]]

@@ -1,20 +1,21 @@
 """The words of evaluation records, read from their schemas (spec/schemas/Eval*.json) so that
-code and contract cannot drift: the arms, a trial's statuses, a comparison's labels."""
+code and contract cannot drift: the arms, a trial's statuses, a comparison's labels, and the
+hosts a trial can run."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from bundle_contract._schemas import schema_uri
-from bundle_contract._spec import get_spec
+from bundle_contract._schemas import schema_documents, schema_uri
 
 
 def schema(name: str) -> Mapping[str, Any]:
-    document: Mapping[str, Any] = get_spec().schema_documents()[schema_uri(name)]
+    document: Mapping[str, Any] = schema_documents()[schema_uri(name)]
     return document
 
 
 ARMS: tuple[str, ...] = tuple(schema("EvalSuite.json")["$defs"]["arm"]["enum"])
 STATUSES: tuple[str, ...] = tuple(schema("EvalTrial.json")["properties"]["status"]["enum"])
 LABELS: tuple[str, ...] = tuple(schema("EvalComparison.json")["$defs"]["label"]["enum"])
+SESSION_HOSTS: tuple[str, ...] = tuple(schema("Vocabulary.json")["$defs"]["sessionHost"]["enum"])

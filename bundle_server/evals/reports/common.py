@@ -19,11 +19,6 @@ def printable(text: str) -> str:
     return _UNWRITABLE.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
-def shorten(text: str, limit: int) -> str:
-    """`text` cut to at most `limit` characters, an ellipsis marking the cut."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def trials_by_case_arm(run: Mapping[str, Any]) -> dict[tuple[str, str], list[Trial]]:
     """The run's trials per (case id, arm), each list in trial-index order."""
     grouped: dict[tuple[str, str], list[Trial]] = {}

@@ -19,10 +19,10 @@ from bundle_server.evals.reports.common import (
     not_passed,
     percent,
     printable,
-    shorten,
     trials_by_case_arm,
 )
 from bundle_server.evals.reports.plots import duration_plot, pass_rate_plot
+from bundle_server.evals.text import shorten
 
 # The details list stays a page, not a dump: report.json holds the rest.
 DETAIL_TRIALS = 50

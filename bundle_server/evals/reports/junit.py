@@ -13,9 +13,9 @@ from bundle_server.evals.reports.common import (
     epoch_id,
     not_passed,
     printable,
-    shorten,
     trials_by_case_arm,
 )
+from bundle_server.evals.text import shorten
 
 # A failure body stays readable in a CI log: so many trials, each verdict's evidence cut.
 FAILURE_TRIALS = 20

@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from bundle_server.evals.reports.common import Trial, percent, printable, shorten
+from bundle_server.evals.reports.common import Trial, percent, printable
+from bundle_server.evals.text import shorten
 
 ARM_COLORS = {"with": "#0072B2", "without": "#E69F00"}
 INK, MUTED, GRID = "#222222", "#5f5f5f", "#dddddd"
