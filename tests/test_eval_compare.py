@@ -11,7 +11,7 @@ from _evals import run, trial
 
 from bundle_contract._validation import problems
 from bundle_server.evals.compare import compare_runs
-from bundle_server.evals.stats import mcnemar_exact
+from bundle_server.evals.stats import sign_test
 from bundle_server.evals.vocabulary import LABELS
 
 PASS, FAIL = True, False
@@ -68,13 +68,14 @@ def test_all_failing_to_all_passing_is_fixed() -> None:
             "label": "fixed",
             "a": {"trials": 10, "passed": 0, "passRate": 0.0},
             "b": {"trials": 10, "passed": 10, "passRate": 1.0},
-            "pairs": {"pairs": 10, "aOnly": 0, "bOnly": 10, "pValue": 0.001953125},
+            # Fisher: the one table as extreme, either way, of C(20, 10) = 184756.
+            "test": {"pValue": 2 / 184756, "minimumPValue": 2 / 184756},
         }
     ]
     assert comparison["a"] == {"runId": A_ID, "path": "runs/a/run.json"}
     assert comparison["b"] == {"runId": B_ID, "path": "runs/b/run.json"}
     assert comparison["arm"] == "with"
-    assert comparison["test"] == "mcnemar-exact"
+    assert comparison["tests"] == {"case": "fisher-exact", "suite": "sign-test-by-case"}
     assert comparison["alpha"] == 0.05
 
 
@@ -82,14 +83,14 @@ def test_all_passing_to_all_failing_is_regressed() -> None:
     comparison = _compare({"c": [PASS] * 10}, {"c": [FAIL] * 10})
     case = _case(comparison, "c")
     assert case["label"] == "regressed"
-    assert case["pairs"] == {"pairs": 10, "aOnly": 10, "bOnly": 0, "pValue": 0.001953125}
+    assert case["test"]["pValue"] == 2 / 184756
 
 
 def test_unchanged_cases_are_still_passing_or_still_failing() -> None:
     mostly = [PASS] * 9 + [FAIL]
     comparison = _compare({"up": mostly, "down": [FAIL] * 10}, {"up": mostly, "down": [FAIL] * 10})
     assert _case(comparison, "up")["label"] == "still passing"
-    assert _case(comparison, "up")["pairs"] == {"pairs": 10, "aOnly": 0, "bOnly": 0, "pValue": 1.0}
+    assert _case(comparison, "up")["test"]["pValue"] == 1.0
     assert _case(comparison, "down")["label"] == "still failing"
 
 
@@ -98,8 +99,8 @@ def test_a_change_that_is_not_significant_is_labelled_by_the_threshold() -> None
     b = {"c": [PASS] * 6 + [FAIL] * 4}
     comparison = _compare(a, b)
     case = _case(comparison, "c")
-    # 4/10 -> 6/10 is two discordant pairs, both for b: p = 2 * 1/4.
-    assert case["pairs"] == {"pairs": 10, "aOnly": 0, "bOnly": 2, "pValue": 0.5}
+    # 4/10 -> 6/10: Fisher's two-sided p is 0.6563 (as R's fisher.test gives it).
+    assert round(case["test"]["pValue"], 4) == 0.6563
     assert case["label"] == "still passing"
     assert _case(_compare(a, b, threshold=0.7), "c")["label"] == "still failing"
     assert _case(_compare(a, b, pass_threshold=0.7), "c")["label"] == "still failing"
@@ -107,9 +108,10 @@ def test_a_change_that_is_not_significant_is_labelled_by_the_threshold() -> None
 
 def test_significance_is_judged_at_alpha() -> None:
     a = {"c": [FAIL] * 10}
-    b = {"c": [PASS] * 5 + [FAIL] * 5}  # five discordant pairs: p = 0.0625
-    assert _case(_compare(a, b), "c")["label"] == "still passing"
-    assert _case(_compare(a, b, alpha=0.1), "c")["label"] == "fixed"
+    b = {"c": [PASS] * 5 + [FAIL] * 5}  # 0/10 -> 5/10: Fisher's p = 0.0325
+    assert round(_case(_compare(a, b), "c")["test"]["pValue"], 4) == 0.0325
+    assert _case(_compare(a, b), "c")["label"] == "fixed"
+    assert _case(_compare(a, b, alpha=0.01), "c")["label"] == "still passing"
 
 
 def test_cases_in_one_run_only_are_new_or_removed() -> None:
@@ -129,12 +131,21 @@ def test_cases_in_one_run_only_are_new_or_removed() -> None:
     }
 
 
-def test_trials_pair_by_index_only_where_both_runs_have_one() -> None:
-    comparison = _compare({"c": [PASS, FAIL, PASS, FAIL]}, {"c": [FAIL, PASS]})
-    case = _case(comparison, "c")
-    assert case["a"] == {"trials": 4, "passed": 2, "passRate": 0.5}
-    assert case["b"] == {"trials": 2, "passed": 1, "passRate": 0.5}
-    assert case["pairs"] == {"pairs": 2, "aOnly": 1, "bOnly": 1, "pValue": 1.0}
+def test_only_pass_counts_matter_not_which_trials_passed() -> None:
+    # Trials of a case are exchangeable: the same counts give the same test, whichever
+    # indexes passed, and the two sides may have run different numbers of trials.
+    first = _case(_compare({"c": [PASS] * 3 + [FAIL] * 7}, {"c": [PASS] * 4 + [FAIL]}), "c")
+    second = _case(_compare({"c": [FAIL] * 7 + [PASS] * 3}, {"c": [FAIL] + [PASS] * 4}), "c")
+    assert first["test"] == second["test"]
+    assert first["a"] == {"trials": 10, "passed": 3, "passRate": 0.3}
+    assert first["b"] == {"trials": 5, "passed": 4, "passRate": 0.8}
+
+
+def test_too_few_trials_can_never_be_significant() -> None:
+    case = _case(_compare({"c": [FAIL] * 3}, {"c": [PASS] * 3}), "c")
+    # 0/3 -> 3/3 is as extreme as three trials a side get: p = 2 / C(6, 3) = 0.1.
+    assert case["test"] == {"pValue": 0.1, "minimumPValue": 0.1}
+    assert case["label"] == "still passing"
 
 
 def test_overall_test_and_counts_cover_every_label() -> None:
@@ -162,14 +173,16 @@ def test_overall_test_and_counts_cover_every_label() -> None:
         "added": "new",
     }
     assert comparison["counts"] == dict.fromkeys(LABELS, 1)
-    # Only cases both runs have pair up: 4 cases of 10 trials.
-    assert comparison["overall"] == {
-        "pairs": 40,
-        "aOnly": 10 + 2,
-        "bOnly": 10 + 1,
-        "pValue": mcnemar_exact(12, 11),
-    }
-    assert comparison["overall"]["pValue"] == 1.0
+    # The cases both runs have are the pairs: b did better in two (fixed, passing), a in two.
+    assert comparison["overall"] == {"cases": 4, "aBetter": 2, "bBetter": 2, "pValue": 1.0}
+
+
+def test_the_suite_test_pairs_by_case() -> None:
+    a = {f"c{i}": [FAIL] * 4 + [PASS] for i in range(10)}
+    b = {f"c{i}": [FAIL] * 3 + [PASS] * 2 for i in range(9)} | {"c9": [FAIL] * 5}
+    overall = _compare(a, b)["overall"]
+    assert overall == {"cases": 10, "aBetter": 1, "bBetter": 9, "pValue": sign_test(1, 9)}
+    assert overall["pValue"] == 0.021484375  # 2 * (1 + 10) / 1024
 
 
 def test_counts_include_zeros_and_the_threshold_defaults_to_b() -> None:

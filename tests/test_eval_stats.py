@@ -1,4 +1,5 @@
-"""The statistics of evaluation runs: pass@k, mean and standard deviation, the exact McNemar
+"""The statistics of evaluation runs: pass@k, mean and standard deviation, Fisher's exact test and
+the sign test
 test on textbook data and against a brute-force sum, and the per-case summaries of a run."""
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from hypothesis import strategies as st
 
 from bundle_contract._validation import problems
 from bundle_server.evals import stats
-from bundle_server.evals.stats import mcnemar_exact, mean_stddev, pass_at_k, summarize
+from bundle_server.evals.stats import (
+    fisher_exact,
+    fisher_floor,
+    mean_stddev,
+    pass_at_k,
+    sign_test,
+    summarize,
+)
 
 
 def test_pass_at_k_known_values() -> None:
@@ -53,17 +61,17 @@ def test_mean_stddev_is_the_sample_statistic() -> None:
     assert mean_stddev([]) == (0.0, 0.0)
 
 
-def test_mcnemar_exact_on_textbook_data() -> None:
-    assert mcnemar_exact(1, 9) == 0.021484375  # 2 * (1 + 10) / 1024
-    assert mcnemar_exact(9, 1) == 0.021484375
-    assert mcnemar_exact(0, 5) == 0.0625  # 2 / 32
-    assert mcnemar_exact(0, 10) == 0.001953125  # 2 / 1024
-    assert mcnemar_exact(5, 5) == 1.0
-    assert mcnemar_exact(2, 3) == 1.0
-    assert mcnemar_exact(0, 0) == 1.0
-    assert mcnemar_exact(0, 1) == 1.0
+def test_sign_test_on_textbook_data() -> None:
+    assert sign_test(1, 9) == 0.021484375  # 2 * (1 + 10) / 1024
+    assert sign_test(9, 1) == 0.021484375
+    assert sign_test(0, 5) == 0.0625  # 2 / 32
+    assert sign_test(0, 10) == 0.001953125  # 2 / 1024
+    assert sign_test(5, 5) == 1.0
+    assert sign_test(2, 3) == 1.0
+    assert sign_test(0, 0) == 1.0
+    assert sign_test(0, 1) == 1.0
     with pytest.raises(ValueError, match=">= 0"):
-        mcnemar_exact(-1, 3)
+        sign_test(-1, 3)
 
 
 def _brute_force(b: int, c: int) -> Fraction:
@@ -82,26 +90,26 @@ def _brute_force(b: int, c: int) -> Fraction:
 
 
 @given(st.integers(0, 80), st.integers(0, 80))
-def test_mcnemar_exact_properties(b: int, c: int) -> None:
-    p = mcnemar_exact(b, c)
+def test_sign_test_properties(b: int, c: int) -> None:
+    p = sign_test(b, c)
     assert 0.0 <= p <= 1.0
-    assert p == mcnemar_exact(c, b)
+    assert p == sign_test(c, b)
     assert p == float(_brute_force(b, c))
 
 
 @pytest.mark.parametrize(("b", "c"), [(20, 30), (80, 140), (400, 600), (1000, 1100), (7, 300)])
-def test_mcnemar_float_sum_agrees_with_the_exact_one(
+def test_the_sign_tests_float_sum_agrees_with_the_exact_one(
     b: int, c: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    exact = mcnemar_exact(b, c)
-    monkeypatch.setattr(stats, "EXACT_MCNEMAR_PAIRS", 0)
-    assert mcnemar_exact(b, c) == pytest.approx(exact, rel=1e-9, abs=1e-300)
+    exact = sign_test(b, c)
+    monkeypatch.setattr(stats, "EXACT_SIGN_PAIRS", 0)
+    assert sign_test(b, c) == pytest.approx(exact, rel=1e-9, abs=1e-300)
 
 
-def test_mcnemar_on_very_many_pairs_stays_a_probability() -> None:
-    assert 0.0 < mcnemar_exact(499_000, 501_000) < 1.0
-    assert mcnemar_exact(400_000, 600_000) == 0.0  # below the smallest float
-    assert mcnemar_exact(500_000, 500_000) == 1.0
+def test_the_sign_test_on_very_many_pairs_stays_a_probability() -> None:
+    assert 0.0 < sign_test(499_000, 501_000) < 1.0
+    assert sign_test(400_000, 600_000) == 0.0  # below the smallest float
+    assert sign_test(500_000, 500_000) == 1.0
 
 
 RESULTS = [
@@ -195,3 +203,40 @@ def test_summarize_keeps_to_the_arms_asked_and_their_order() -> None:
     assert list(only_without[0]["arms"]) == ["without"]
     assert "delta" not in only_without[0]
     assert summarize([], ["with"]) == []
+
+
+def test_fisher_exact_on_known_tables() -> None:
+    # Values as R's fisher.test gives them (two-sided).
+    assert round(fisher_exact(3, 10, 8, 10), 5) == 0.06978
+    assert round(fisher_exact(4, 10, 6, 10), 4) == 0.6563
+    assert fisher_exact(1, 3, 3, 3) == 0.4
+    assert fisher_exact(0, 10, 10, 10) == 2 / 184756
+    assert fisher_exact(5, 10, 5, 10) == 1.0
+    assert fisher_exact(0, 0, 3, 5) == 1.0
+    assert fisher_floor(3, 3) == 0.1
+    assert fisher_floor(4, 4) < 0.05 < fisher_floor(3, 3)  # 2/70 and 2/20
+    with pytest.raises(ValueError):
+        fisher_exact(4, 3, 1, 3)
+
+
+@given(st.integers(1, 12), st.integers(1, 12), st.data())
+def test_fisher_exact_is_the_sum_over_tables_no_likelier(
+    na: int, nb: int, data: st.DataObject
+) -> None:
+    pa = data.draw(st.integers(0, na))
+    pb = data.draw(st.integers(0, nb))
+    passed, total = pa + pb, na + nb
+
+    def probability(x: int) -> Fraction:
+        return Fraction(
+            math.comb(passed, x) * math.comb(total - passed, na - x), math.comb(total, na)
+        )
+
+    seen = probability(pa)
+    tables = range(max(0, passed - nb), min(passed, na) + 1)
+    expected = float(
+        min(Fraction(1), sum(probability(x) for x in tables if probability(x) <= seen))
+    )
+    assert fisher_exact(pa, na, pb, nb) == expected
+    assert fisher_exact(pb, nb, pa, na) == expected  # which run is a does not matter
+    assert fisher_floor(na, nb) <= expected

@@ -72,6 +72,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     (fixture / "seed.txt").write_text("seed\n", encoding="utf-8")
     (fixture / "nested").mkdir()
     (fixture / "nested" / "deep.txt").write_text("deep\n", encoding="utf-8")
+    (fixture / "tool.sh").write_text("#!/bin/sh\necho tool ran\n", encoding="utf-8")
+    (fixture / "tool.sh").chmod(0o755)
+    (fixture / "empty").mkdir()
     home = root / "home"
     home.mkdir()
     with create_eval_harness(
@@ -117,6 +120,8 @@ def test_outcome_graders_give_verdicts_with_evidence(lab: Lab) -> None:
             {"type": "exit", "exitCode": 0},
             {"type": "grader", "run": external},
             {"type": "grader", "run": "echo 'too short'; exit 1"},
+            # The fixture arrives whole: modes and empty directories too.
+            {"type": "command", "run": "./tool.sh && test -d empty"},
         ],
     }
     record = lab.trial(case)
@@ -135,6 +140,7 @@ def test_outcome_graders_give_verdicts_with_evidence(lab: Lab) -> None:
         "10:exit": True,
         "11:grader": True,
         "12:grader": False,
+        "13:command": True,
     }
     assert evidence(record, "1:file") == "out.txt does not contain 'nope': 'hello'"
     assert evidence(record, "2:file") == "out.txt exists"

@@ -184,8 +184,13 @@ def test_compare_exits_1_on_a_regression_and_report_rewrites_the_reports(tmp_pat
     assert "regressed  x" in stdout and "fixed  y" in stdout
     comparison = json.loads((tmp_path / "c.json").read_text())
     assert problems("EvalComparison.json", comparison) == []
-    code, _, _ = finish(evals("compare", str(b), str(b), home=tmp_path))
+    code, _, stderr = finish(evals("compare", str(b), str(b), home=tmp_path))
     assert code == 0
+    assert "no case can reach" not in stderr
+    one = run_record(tmp_path / "one", "er_" + "c" * 16, {"x": [False]})
+    code, _, stderr = finish(evals("compare", str(one), str(one), home=tmp_path))
+    assert code == 0
+    assert "with these trial counts no case can reach p < 0.05: run more trials" in stderr
     code, stdout, stderr = finish(evals("report", str(a), "--formats", "junit", home=tmp_path))
     assert code == 0, stderr
     assert stdout.strip() == str(a / "junit.xml")

@@ -135,12 +135,19 @@ def command_run(args: argparse.Namespace) -> int:
 def command_compare(args: argparse.Namespace) -> int:
     comparison = compare_evals(args.a, args.b, out=args.out, arm=args.arm, alpha=args.alpha)
     for case in comparison["cases"]:
-        pairs = case.get("pairs")
-        p_value = f"  p={pairs['pValue']:.4g}" if pairs else ""
+        test = case.get("test")
+        p_value = f"  p={test['pValue']:.4g}" if test else ""
         print(f"{case['label']:>14}  {case['caseId']}{p_value}")
     counts = ", ".join(f"{label} {count}" for label, count in comparison["counts"].items() if count)
-    overall = comparison["overall"]["pValue"]
-    print(f"{counts} (exact McNemar, alpha {comparison['alpha']:g}; overall p={overall:.4g})")
+    alpha, overall = comparison["alpha"], comparison["overall"]["pValue"]
+    tests = f"Fisher's exact test per case at alpha {alpha:g}; sign test across cases"
+    print(f"{counts} ({tests} p={overall:.4g})")
+    floors = [c["test"]["minimumPValue"] for c in comparison["cases"] if "test" in c]
+    if floors and min(floors) >= alpha:
+        print(
+            f"note: with these trial counts no case can reach p < {alpha:g}: run more trials",
+            file=sys.stderr,
+        )
     return 1 if comparison["counts"].get("regressed") else 0
 
 

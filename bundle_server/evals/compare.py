@@ -1,19 +1,20 @@
 """Compare two evaluation runs of one suite: run b against run a, in one arm.
 
-The test is the exact McNemar test on trials paired by case and trial index: trial i of a case
-in run a against trial i of the same case in run b. Trials of one case share their prompt and
-fixture, so pairing them within the case takes the case's difficulty out of the suite-level
-test: an easy case passes on both sides and a hard one fails on both, and only the discordant
-pairs (passed on one side only) carry evidence of a change. Under the null hypothesis that a and
-b pass each trial of a case with the same probability, each discordant pair is equally likely to
-go either way, so the count of b-only passes among n discordant pairs is Binomial(n, 1/2). Its
-tail is summed exactly rather than approximated by chi-squared, because trial counts are small
-(ten trials of a case give at most ten discordant pairs, where the approximation is poor).
+Per case, Fisher's exact test on the pass counts: the trials of a case in a and in b are
+independent samples, so the test uses only how many passed on each side. (Pairing trial i of
+a with trial i of b, as a McNemar test would, pairs what is not paired: trials of one case
+are exchangeable, and the p-value would depend on which indexes happened to pass.) The test
+is exact because trial counts are small. A case is labelled fixed or regressed only when its
+own test is significant at `alpha`: two runs of the same bundle differ by noise, and noise
+must not be reported as a change. Otherwise a case is still passing or still failing by b's
+pass rate against the pass threshold; a case only one run has is new or removed. Each case
+also carries the smallest p-value its trial counts allow: when that is at or above `alpha`
+(three trials a side or fewer at alpha 0.05), no change of that case can ever be labelled.
 
-A case is labelled fixed or regressed only when its own test is significant at `alpha`: two runs
-of the same bundle differ by noise, and that noise must not be reported as a change. Otherwise a
-case is still passing or still failing by b's pass rate against the pass threshold; a case only
-one run has is new or removed.
+Across the suite the comparison is paired, by case: the exact sign test over the cases whose
+pass rate moved (those where b did better against those where a did). A case is the same
+task on both sides, so pairing by case takes the cases' differing difficulty out, which
+pooling all trials would not.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bundle_server.evals.stats import mcnemar_exact
+from bundle_server.evals.stats import fisher_exact, fisher_floor, sign_test
 from bundle_server.evals.vocabulary import LABELS
 
 DIGITS = 6
@@ -38,8 +39,8 @@ def compare_runs(
     pass_threshold: float | None = None,
 ) -> dict[str, Any]:
     """The EvalComparison of run `b` against run `a` (EvalRun dicts read from `a_path` and
-    `b_path`) in `arm`: each case labelled, with its pass rates and paired test, the test over
-    all pairs, and the count of each label. The threshold defaults to b's passThreshold.
+    `b_path`) in `arm`: each case labelled, with its pass rates and its test, the sign test
+    across cases, and the count of each label. The threshold defaults to b's passThreshold.
     A ValueError when either run did not run `arm`, or alpha or the threshold is out of range."""
     for run, path in ((a, a_path), (b, b_path)):
         if arm not in run["arms"]:
@@ -55,7 +56,7 @@ def compare_runs(
 
     a_cases, b_cases = _outcomes(a, arm), _outcomes(b, arm)
     cases: list[dict[str, Any]] = []
-    total = {"pairs": 0, "aOnly": 0, "bOnly": 0}
+    moved = {"cases": 0, "aBetter": 0, "bBetter": 0}
     for case_id in [*a_cases, *(c for c in b_cases if c not in a_cases)]:
         entry: dict[str, Any] = {"caseId": case_id}
         if case_id not in b_cases:
@@ -65,13 +66,17 @@ def compare_runs(
             entry["label"] = "new"
             entry["b"] = _rate(b_cases[case_id])
         else:
-            pairs = _pairs(a_cases[case_id], b_cases[case_id])
-            for key in total:
-                total[key] += pairs[key]
-            entry["label"] = _label(pairs, b_cases[case_id], alpha, threshold)
-            entry["a"] = _rate(a_cases[case_id])
-            entry["b"] = _rate(b_cases[case_id])
-            entry["pairs"] = pairs
+            a_trials, b_trials = a_cases[case_id], b_cases[case_id]
+            test = _test(a_trials, b_trials)
+            a_rate = sum(a_trials.values()) / len(a_trials)
+            b_rate = sum(b_trials.values()) / len(b_trials)
+            moved["cases"] += 1
+            moved["aBetter"] += a_rate > b_rate
+            moved["bBetter"] += b_rate > a_rate
+            entry["label"] = _label(test["pValue"], a_rate, b_rate, alpha, threshold)
+            entry["a"] = _rate(a_trials)
+            entry["b"] = _rate(b_trials)
+            entry["test"] = test
         cases.append(entry)
 
     counts = {label: 0 for label in LABELS}
@@ -81,11 +86,11 @@ def compare_runs(
         "a": {"runId": a["runId"], "path": a_path},
         "b": {"runId": b["runId"], "path": b_path},
         "arm": arm,
-        "test": "mcnemar-exact",
+        "tests": {"case": "fisher-exact", "suite": "sign-test-by-case"},
         "alpha": alpha,
         "passThreshold": threshold,
         "cases": cases,
-        "overall": {**total, "pValue": mcnemar_exact(total["aOnly"], total["bOnly"])},
+        "overall": {**moved, "pValue": sign_test(moved["aBetter"], moved["bBetter"])},
         "counts": counts,
     }
 
@@ -110,21 +115,16 @@ def _rate(trials: Mapping[int, bool]) -> dict[str, Any]:
     }
 
 
-def _pairs(a: Mapping[int, bool], b: Mapping[int, bool]) -> dict[str, Any]:
-    # Only indexes both runs recorded pair up: a run stopped early has fewer trials.
-    shared = [index for index in a if index in b]
-    a_only = sum(1 for index in shared if a[index] and not b[index])
-    b_only = sum(1 for index in shared if b[index] and not a[index])
+def _test(a: Mapping[int, bool], b: Mapping[int, bool]) -> dict[str, float]:
+    passed_a, passed_b = sum(a.values()), sum(b.values())
     return {
-        "pairs": len(shared),
-        "aOnly": a_only,
-        "bOnly": b_only,
-        "pValue": mcnemar_exact(a_only, b_only),
+        "pValue": fisher_exact(passed_a, len(a), passed_b, len(b)),
+        "minimumPValue": fisher_floor(len(a), len(b)),
     }
 
 
-def _label(pairs: Mapping[str, Any], b: Mapping[int, bool], alpha: float, threshold: float) -> str:
-    if pairs["pValue"] < alpha and pairs["bOnly"] != pairs["aOnly"]:
-        return "fixed" if pairs["bOnly"] > pairs["aOnly"] else "regressed"
+def _label(p_value: float, a_rate: float, b_rate: float, alpha: float, threshold: float) -> str:
+    if p_value < alpha and a_rate != b_rate:
+        return "fixed" if b_rate > a_rate else "regressed"
     # The unrounded rate: rounding could lift a rate just under the threshold to it.
-    return "still passing" if sum(b.values()) / len(b) >= threshold else "still failing"
+    return "still passing" if b_rate >= threshold else "still failing"

@@ -1,5 +1,6 @@
-"""The statistics of an evaluation run: pass@k, mean and standard deviation, the exact McNemar
-test, and the per-case summaries of an EvalRun record (its `cases`).
+"""The statistics of an evaluation run: pass@k, mean and standard deviation, the two exact
+tests a comparison uses (Fisher's per case, the sign test across cases), and the per-case
+summaries of an EvalRun record (its `cases`).
 
 Pure functions over numbers and record dicts; no I/O. Floats written into records are rounded
 to six decimals so that two records of the same trials diff cleanly.
@@ -18,9 +19,9 @@ from bundle_server.evals.vocabulary import STATUSES
 # The k of pass@k an EvalRun reports, each only when the case has at least k trials.
 PASS_AT_K = (1, 3, 5, 10)
 DIGITS = 6
-# Up to this many discordant pairs the McNemar tail is summed in exact integers (30 ms at the
-# bound); the time grows with the square of n, so past it the same sum is taken in floats.
-EXACT_MCNEMAR_PAIRS = 20_000
+# Up to this many pairs the sign test's tail is summed in exact integers (30 ms at the bound);
+# the time grows with the square of n, so past it the same sum is taken in floats.
+EXACT_SIGN_PAIRS = 20_000
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -55,22 +56,23 @@ def mean_stddev(values: Iterable[float]) -> tuple[float, float]:
     return mean, statistics.stdev(data, mean) if len(data) > 1 else 0.0
 
 
-def mcnemar_exact(a_only: int, b_only: int) -> float:
-    """The two-sided exact McNemar p-value of paired trials, from the discordant pairs:
-    `a_only` passed in a only, `b_only` in b only. With n = a_only + b_only, it is
-    min(1, 2 * P(X <= min(a_only, b_only))) for X ~ Binomial(n, 1/2); 1.0 when n = 0.
+def sign_test(a_only: int, b_only: int) -> float:
+    """The two-sided exact sign test of paired observations, from the pairs that differ:
+    `a_only` went a's way, `b_only` b's (ties are left out before). With n = a_only + b_only
+    it is min(1, 2 * P(X <= min(a_only, b_only))) for X ~ Binomial(n, 1/2); 1.0 when n = 0.
+    (On pairs of pass/fail outcomes it is the exact McNemar test.)
 
-    >>> mcnemar_exact(1, 9)
+    >>> sign_test(1, 9)
     0.021484375
     """
     if a_only < 0 or b_only < 0:
-        raise ValueError(f"discordant pair counts must be >= 0, got {a_only} and {b_only}")
+        raise ValueError(f"pair counts must be >= 0, got {a_only} and {b_only}")
     n = a_only + b_only
     low = min(a_only, b_only)
     if n == 0 or 2 * low >= n:
         # An even split (or the middle of an odd one) holds at least half the mass each side.
         return 1.0
-    if n <= EXACT_MCNEMAR_PAIRS:
+    if n <= EXACT_SIGN_PAIRS:
         # The sum of C(n, i) for i <= low, each term from the one before (exact division).
         term = tail = 1
         for i in range(low):
@@ -78,6 +80,40 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
             tail += term
         return float(min(Fraction(1), Fraction(2 * tail, 2**n)))
     return min(1.0, 2.0 * _binomial_half_tail(n, low))
+
+
+def fisher_exact(a_passed: int, a_trials: int, b_passed: int, b_trials: int) -> float:
+    """The two-sided p-value of Fisher's exact test that a and b pass with the same
+    probability, from a's and b's pass counts of independent trials: the total probability,
+    given the pass total, of every table no likelier than the one seen (the usual two-sided
+    rule, as R and SciPy take it). Exact, in integers: trial counts are small. 1.0 when
+    either side has no trial.
+
+    >>> round(fisher_exact(0, 10, 10, 10), 9)
+    1.0825e-05
+    """
+    if not (0 <= a_passed <= a_trials and 0 <= b_passed <= b_trials):
+        raise ValueError("pass counts must be from 0 to the trial counts")
+    if not a_trials or not b_trials:
+        return 1.0
+    passed, total = a_passed + b_passed, a_trials + b_trials
+    # Weights of each a-pass count x: C(passed, x) * C(total - passed, a_trials - x).
+    low, high = max(0, passed - b_trials), min(passed, a_trials)
+    weights = {
+        x: math.comb(passed, x) * math.comb(total - passed, a_trials - x)
+        for x in range(low, high + 1)
+    }
+    seen = weights[a_passed]
+    extreme = sum(w for w in weights.values() if w <= seen)
+    return float(min(Fraction(1), Fraction(extreme, math.comb(total, a_trials))))
+
+
+def fisher_floor(a_trials: int, b_trials: int) -> float:
+    """The smallest p-value Fisher's test can give with these trial counts (every trial of
+    one side passing, none of the other's): at or above alpha, no change can be significant."""
+    return min(
+        fisher_exact(0, a_trials, b_trials, b_trials), fisher_exact(a_trials, a_trials, 0, b_trials)
+    )
 
 
 def _binomial_half_tail(n: int, low: int) -> float:
