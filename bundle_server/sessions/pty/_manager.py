@@ -280,6 +280,13 @@ class SessionManager:
         """A replacement session of the same host and prompt carrying `restartOf`; a running
         original is terminated first (its slot passes to the replacement)."""
         original = self._session(session_id)
+        if original.batch:
+            raise MalformedSessionRequest(
+                f"session {session_id} runs its host non-interactively for an evaluation trial,"
+                " whose workspace and prompt belong to the trial: it cannot be restarted",
+                {"sessionId": session_id},
+                variant="batch-session",
+            )
         state_machine("host-session").next_state(original.state, "POST restart", "session exists")
         record = original.record()
         replacement = self._create(
@@ -406,13 +413,13 @@ class SessionManager:
         launch = resolve(host, self._overrides, env)
         epoch_id, plugin_dir = self._attach(host) if with_bundle else (None, None)
         argv = launch.argv
-        if batch:
+        if plugin_dir is not None:
+            argv = (*argv, *plugin_args(host, plugin_dir))
+        if batch:  # last: a batch host's arguments end with its prompt
             try:
                 argv = (*argv, *batch_args(host, prompt or ""))
             except ValueError as error:
                 raise HostNotLaunchable(str(error), {"host": host}) from None
-        if plugin_dir is not None:
-            argv = (*argv, *plugin_args(host, plugin_dir))
         self._reserve(restart_of, epoch_id)
         try:
             if restart_of is not None:
@@ -428,6 +435,7 @@ class SessionManager:
                 prompt=prompt,
                 restart_of=restart_of,
                 cwd=cwd,
+                batch=batch,
             )
         finally:
             with self._lock:
@@ -452,6 +460,7 @@ class SessionManager:
         prompt: str | None,
         restart_of: Session | None,
         cwd: str | None = None,
+        batch: bool = False,
     ) -> Session:
         with self._lock:
             if self._engine is None:
@@ -495,6 +504,7 @@ class SessionManager:
             pending_bound=self._pending_max,
             publish=self._publish,
         )
+        session.batch = batch
         if self._ledger is not None:
             try:
                 ledger.record(self._ledger, session_id, child.pid, child.start)

@@ -144,6 +144,7 @@ class Session:
         self.ended = threading.Event()  # the child is reaped and the record is final
         self.settled = threading.Event()  # ... and nothing the session started is left
         self.inherited = False  # a restart took over this session's slot (manager lock)
+        self.batch = False  # a host run non-interactively (an evaluation trial): no restart
         self._record = record
         self._engine = engine
         self._marker = marker
