@@ -22,10 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bundle_server.evals.stats import fisher_exact, fisher_floor, sign_test
+from bundle_server.evals.stats import DIGITS, fisher_exact, fisher_floor, sign_test
 from bundle_server.evals.vocabulary import LABELS
-
-DIGITS = 6
 
 
 def compare_runs(
