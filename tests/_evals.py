@@ -39,8 +39,9 @@ def run(
     *,
     arms: Sequence[str] = ("with",),
     threshold: float = 0.5,
+    **fields: Any,
 ) -> dict[str, Any]:
-    """A completed run of `results`, its statistics computed."""
+    """A completed run of `results`, its statistics computed; `fields` replace any of its."""
     return {
         "runId": run_id,
         "suite": {"name": "demo", "path": "evals/demo.json", "digest": "sha256:" + "0" * 64},
@@ -54,4 +55,5 @@ def run(
         "startedAt": "2025-01-31T12:00:00Z",
         "results": results,
         "cases": summarize(results, list(arms)),
+        **fields,
     }

@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 from _browser import Browser
-from _evals import trial
+from _evals import run, trial
 from playwright.sync_api import Dialog
 
 from bundle_contract._validation import problems
 from bundle_server.evals.reports import write_reports
-from bundle_server.evals.stats import summarize
 
 HOSTILE = "<script>alert(1)</script> & \x1b[31mred\x1b[0m"
 
@@ -56,23 +55,17 @@ def _run() -> dict[str, Any]:
         for (case, arm), column in statuses.items()
         for index, status in enumerate(column)
     ]
-    run = {
-        "runId": "er_00112233445566ff",
-        "suite": {"name": "safe-shell", "path": "evals/suite.json", "digest": "sha256:" + "a" * 64},
-        "host": "host_a",
-        "trials": 5,
-        "arms": ["with", "without"],
-        "jobs": 2,
-        "passThreshold": 0.5,
-        "provenance": {"epochId": "ep_1"},
-        "status": "completed",
-        "startedAt": "2025-01-31T12:00:00Z",
-        "completedAt": "2025-01-31T12:05:00Z",
-        "results": results,
-        "cases": summarize(results, ["with", "without"]),
-    }
-    assert problems("EvalRun.json", run) == []
-    return run
+    record = run(
+        "er_00112233445566ff",
+        results,
+        arms=["with", "without"],
+        suite={"name": "safe-shell", "path": "evals/suite.json", "digest": "sha256:" + "a" * 64},
+        trials=5,
+        jobs=2,
+        completedAt="2025-01-31T12:05:00Z",
+    )
+    assert problems("EvalRun.json", record) == []
+    return record
 
 
 @pytest.fixture

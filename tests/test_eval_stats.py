@@ -7,10 +7,9 @@ from __future__ import annotations
 import math
 import statistics
 from fractions import Fraction
-from typing import Any
 
 import pytest
-from _evals import trial
+from _evals import run, trial
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -124,23 +123,6 @@ RESULTS = [
 ]
 
 
-def _run(results: list[dict[str, Any]], cases: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "runId": "er_0123456789abcdef",
-        "suite": {"name": "demo", "path": "evals/demo.json", "digest": "sha256:" + "0" * 64},
-        "host": "host_a",
-        "trials": 4,
-        "arms": ["with", "without"],
-        "jobs": 2,
-        "passThreshold": 0.5,
-        "provenance": {"epochId": "ep_1"},
-        "status": "completed",
-        "startedAt": "2025-01-31T12:00:00Z",
-        "results": results,
-        "cases": cases,
-    }
-
-
 def test_summarize_counts_each_case_and_arm() -> None:
     cases = summarize(RESULTS, ["with", "without"])
     assert [case["caseId"] for case in cases] == ["only-with", "both", "ten"]
@@ -189,7 +171,10 @@ def test_summarize_counts_each_case_and_arm() -> None:
 
 def test_summarize_is_valid_in_a_run_record() -> None:
     cases = summarize(RESULTS, ["with", "without"])
-    assert problems("EvalRun.json", _run(RESULTS, cases)) == []
+    assert (
+        problems("EvalRun.json", run("er_0123456789abcdef", RESULTS, arms=["with", "without"]))
+        == []
+    )
     for case in cases:
         assert problems("EvalRun.json#/$defs/caseSummary", case) == []
 
