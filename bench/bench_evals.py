@@ -63,8 +63,8 @@ def direct_round(plugin_dir: str, env: dict[str, str], count: int) -> list[float
         FAKE_AGENT,
         "--host",
         "host_a",
-        *batch_args("host_a", SCRIPT),
         *plugin_args("host_a", plugin_dir),
+        *batch_args("host_a", SCRIPT),
     ]
     times = []
     for _ in range(count):
