@@ -22,12 +22,14 @@ Theory of operation:
   greenlet that waits with `wait_write`. Input beyond that bound is refused with AB8261:
   `write` never waits, so no hub blocks.
 - Exit. The supervisor polls `waitpid(pid, WNOHANG)` every `REAP_INTERVAL` seconds and at once
-  when poked (EOF on the master, a ladder step). It never trusts EOF: a descendant that called
-  `setsid` can keep the slave open. Once reaped it lets the reader collect the child's last output
-  while it still arrives (the kernel moves slave output to the master asynchronously; see
-  `_collect`), drains what is left without waiting, closes the master, records `endedAt` and
-  `exitCode` or `signal`, moves the state (states.toml: `exited`, or `terminated` when a terminate
-  was requested) and ends every subscriber with the final record.
+  when poked (EOF on the master, a ladder step); after EOF, whose poke comes a moment before
+  the exiting child is reapable, it looks again within milliseconds. It never trusts EOF: a
+  descendant that called `setsid` can keep the slave open. Once reaped it lets the reader
+  collect the child's last output while it still arrives (the kernel moves slave output to the
+  master asynchronously; see `_collect`), drains what is left without waiting, closes the
+  master, records `endedAt` and `exitCode` or `signal`, moves the state (states.toml: `exited`,
+  or `terminated` when a terminate was requested) and ends every subscriber with the final
+  record.
 - Termination. `request_terminate` starts the ladder greenlet: SIGHUP, up to `grace` seconds,
   SIGTERM, up to `grace`, SIGKILL. Each step signals the child's process group (while the
   child is unreaped) and every other member found by `_process.members` (same group or
@@ -70,6 +72,7 @@ log = logging.getLogger("bundle_server.pty")
 
 # How often the supervisor polls waitpid when nothing pokes it.
 REAP_INTERVAL = 0.05
+EXIT_POLL_SECONDS = 0.001  # the first look for the exit status once the PTY has closed
 # How often a running session's processes are looked up in /proc and remembered.
 MEMBER_SCAN_INTERVAL = 1.0
 # After the child was reaped, the reader keeps collecting while output still arrives, until it
@@ -253,9 +256,16 @@ class Session:
         terminating = False
         try:
             last_scan = time.monotonic()
+            quick = EXIT_POLL_SECONDS
             while self.child.poll() is None:
-                self._poke.wait(REAP_INTERVAL)
-                self._poke.clear()
+                if reader.dead:
+                    # The PTY closed as the child exited, a moment before the kernel makes it
+                    # reapable: look again soon (1, 2, 4 ms ...), not a whole REAP_INTERVAL on.
+                    gevent.sleep(quick)
+                    quick = min(2 * quick, REAP_INTERVAL)
+                else:
+                    self._poke.wait(REAP_INTERVAL)
+                    self._poke.clear()
                 if time.monotonic() - last_scan >= MEMBER_SCAN_INTERVAL:
                     # Remember the session's processes while their environment still names
                     # it: a setsid descendant that is orphaned and exits is a zombie with no
