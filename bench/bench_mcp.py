@@ -7,7 +7,8 @@ config names it (kind `remote`). Measured in the same run:
 
 - round trip: `POST /api/mcp/sessions/<launchId>/operations` (tools/call `echo`) over one
   keep-alive connection: the guard, the operation's validation, the bridge to the asyncio
-  thread, the SDK session with its taps (every message traced), the outcome. Its peer is the
+  loop the server hosts in its own thread, the SDK session with its taps (every message
+  traced), the outcome. Its peer is the
   same call from the official `mcp` SDK (`ClientSession` over `streamable_http_client`,
   initialized once) on an asyncio loop of its own in this process, timed inside that loop, to
   the same server process, sending the same request the server sends and taking its answer raw
@@ -19,11 +20,11 @@ config names it (kind `remote`). Measured in the same run:
   `mcp.request` and one `mcp.response` entry. Printed: the pairs found; one missing fails the
   bench. These calls run before the round trips, so the trace's retention (10,000 entries)
   cannot have dropped any whatever --rounds and --calls say;
-- bridge: `AsyncBridge.call` of a coroutine that returns at once, from a gevent greenlet (the
-  future's callback wakes the greenlet through a libev async watcher), against
-  `asyncio.run_coroutine_threadsafe(...).result()` from a plain thread to the same loop (the
-  bare crossing). Printed: p50 of each over ROUNDS rounds of CROSSINGS calls (medians) and the
-  ratio.
+- bridge: `AsyncBridge.call` of a coroutine that returns at once, from a greenlet of the hub
+  that hosts the bridge's loop (as the server runs it), against the usual cross-thread call:
+  `asyncio.run_coroutine_threadsafe(...).result()` from a plain thread to a loop on a thread
+  of its own (the bare crossing). Printed: p50 of each over ROUNDS rounds of CROSSINGS calls
+  (medians) and the ratio.
 
 Every round counts: a call that fails or answers wrong fails the bench (exit 1). No timed
 assertions: the machine is shared and noisy, read the ratios more than the absolute figures.
@@ -284,40 +285,49 @@ async def nothing() -> None:
 
 
 def bridge_round(calls: int) -> tuple[list[float], list[float]]:
-    """`calls` crossings through `AsyncBridge.call` from a greenlet, then as many bare ones
-    (`run_coroutine_threadsafe(...).result()` from a plain thread) to the same loop."""
+    """`calls` calls through a hosted `AsyncBridge` from a greenlet of its hosting hub (as the
+    server runs it), then as many bare crossings (`run_coroutine_threadsafe(...).result()` from
+    a plain thread to a loop on a thread of its own)."""
     import gevent
 
     from bundle_server.mcp.bridge import AsyncBridge
 
-    bridge = AsyncBridge("bench-bridge")
-    try:
+    hosted: list[float] = []
 
-        def through_bridge() -> list[float]:
-            times = []
+    def host() -> None:
+        bridge = AsyncBridge("bench-hosted", hosted=True)
+        bridge.start_in(gevent.get_hub().loop)
+
+        def through_bridge() -> None:
             for _ in range(calls):
                 began = time.perf_counter()
                 bridge.call(nothing(), 5)
-                times.append((time.perf_counter() - began) * 1000)
-            return times
+                hosted.append((time.perf_counter() - began) * 1000)
 
-        bridged: list[float] = gevent.spawn(through_bridge).get()
-        bare: list[float] = []
+        try:
+            gevent.spawn(through_bridge).get()
+        finally:
+            bridge.close()
 
-        def crossing() -> None:
-            for _ in range(calls):
-                began = time.perf_counter()
-                asyncio.run_coroutine_threadsafe(nothing(), bridge.loop).result(5)
-                bare.append((time.perf_counter() - began) * 1000)
-
-        thread = threading.Thread(target=crossing, name="bare-crossing")
-        thread.start()
-        thread.join(120)
-        if thread.is_alive() or len(bare) != calls:
-            raise SystemExit("FAILED: the bare crossings did not all complete")
-        return bridged, bare
+    hub_thread = threading.Thread(target=host, name="bench-hub")
+    hub_thread.start()
+    hub_thread.join(120)
+    loop = asyncio.new_event_loop()
+    loop_thread = threading.Thread(target=loop.run_forever, name="bench-loop", daemon=True)
+    loop_thread.start()
+    bare: list[float] = []
+    try:
+        for _ in range(calls):
+            began = time.perf_counter()
+            asyncio.run_coroutine_threadsafe(nothing(), loop).result(5)
+            bare.append((time.perf_counter() - began) * 1000)
     finally:
-        bridge.close()
+        loop.call_soon_threadsafe(loop.stop)
+        loop_thread.join(30)
+        loop.close()
+    if len(hosted) != calls or len(bare) != calls:
+        raise SystemExit("FAILED: the bridge calls did not all complete")
+    return hosted, bare
 
 
 def round_trips(server: Server, bare: Bare, rounds: int, calls: int) -> None:
@@ -353,12 +363,12 @@ def crossings(rounds: int, calls: int) -> None:
         bridged_p50.append(percentile(bridged, 50) * 1000)
         bare_p50.append(percentile(bare, 50) * 1000)
         print(
-            f"bridge round {round_}: AsyncBridge.call p50 {bridged_p50[-1]:.1f} us"
+            f"bridge round {round_}: hosted AsyncBridge.call p50 {bridged_p50[-1]:.1f} us"
             f"  bare crossing p50 {bare_p50[-1]:.1f} us"
         )
     bridged_median, bare_median = statistics.median(bridged_p50), statistics.median(bare_p50)
     print(
-        f"bridge median over {rounds} rounds of {calls} calls: AsyncBridge.call p50"
+        f"bridge median over {rounds} rounds of {calls} calls: hosted AsyncBridge.call p50"
         f" {bridged_median:.1f} us, bare crossing p50 {bare_median:.1f} us,"
         f" bridge/bare {bridged_median / bare_median:.2f}x"
     )

@@ -48,6 +48,7 @@ from bundle_server.agent.endpoint import AgentEndpoint
 from bundle_server.agent.tools import agent_server
 from bundle_server.invocations.service import InvocationService
 from bundle_server.logs.hub import LogBridge, LogHub
+from bundle_server.mcp.bridge import AsyncBridge
 from bundle_server.mcp.service import McpService
 from bundle_server.project.hub import ProjectHub
 from bundle_server.project.lock import ServerLock
@@ -221,9 +222,14 @@ class DevServer:
             self.project_events.publish,
             functools.partial(self.hub.publish),
         )
-        # MCP servers run as their own processes; the SDK speaks to them on an asyncio thread.
+        # MCP servers run as their own processes; the SDK speaks to them on an asyncio loop.
+        # Hosted by the server's own thread once it serves (see mcp/bridge.py for why).
         self.mcp = McpService(
-            project.active_epoch, project.epochs, project.installs, self.hub.publish
+            project.active_epoch,
+            project.epochs,
+            project.installs,
+            self.hub.publish,
+            bridge=AsyncBridge(hosted=True),
         )
         mcp = self.mcp
         project.on_adopted(lambda: threading.Thread(target=mcp.retire, daemon=True).start())
@@ -235,7 +241,7 @@ class DevServer:
         # The agent endpoint (off by default): its URL and token go to every host session.
         session_env = None
         if self._agent_api:
-            self.agent = self._start_agent()
+            self.agent = self._new_agent()  # its port is bound now; it serves once the loop runs
             session_env = dict(os.environ) | {
                 get_spec().variable("agent-url"): self.agent.url,
                 get_spec().variable("agent-token"): self.agent_token,
@@ -270,6 +276,9 @@ class DevServer:
             app_frame=self.app_frame.page_url,
         )
         self._shell.start(self._app)
+        self.mcp.bridge.start_in(self._shell.loop)
+        if self.agent is not None:
+            self.agent.start()
         write_receipt_endpoint(self.project_root, self.url, self.receipt_token)
         self._endpoint_written = True
         self._lock_file.describe(self.url)
@@ -284,7 +293,7 @@ class DevServer:
             # webbrowser.open answers False when no browser can be run (a headless machine).
             self.browser_opened = opener(self.workbench_url) is not False
 
-    def _start_agent(self) -> AgentEndpoint:
+    def _new_agent(self) -> AgentEndpoint:
         assert self.project is not None and self.mcp is not None
         project = self.project
         server = agent_server(
@@ -293,9 +302,7 @@ class DevServer:
             build=lambda: project.invalidate("manual", []),
             invocations=self.invocations,
         )
-        endpoint = AgentEndpoint(self.mcp.bridge, server, self.agent_token, self.project_root)
-        endpoint.start()
-        return endpoint
+        return AgentEndpoint(self.mcp.bridge, server, self.agent_token, self.project_root)
 
     def _shell_engine(self) -> Engine:
         # The sessions' I/O runs in the shell's own hub (see `sessions/pty/_engine.py` for why);

@@ -1,14 +1,16 @@
-"""One asyncio event loop on a thread of its own, for the `mcp` SDK, reached from gevent.
+"""The asyncio event loop of the `mcp` SDK, reached from gevent.
 
 Why: the official `mcp` SDK is asyncio (anyio) code; the server's HTTP loop is gevent, and
-nothing is monkey patched (`_http/shell.py`). Running the SDK inside gevent would need asyncio
-on a gevent loop; instead it gets a real thread with a plain asyncio loop, where every MCP
-session of the server lives (their transports, readers and pending requests). A gevent
-handler submits a coroutine (`asyncio.run_coroutine_threadsafe`) and waits for its future
-cooperatively: the future's done-callback, run on the asyncio thread, wakes the handler's
-greenlet through the same cross-thread wake the streams use (`GreenWaker`: a libev async
-watcher), so a waiting request costs the HTTP loop nothing. What the crossing costs is
-measured in bench/bench_mcp.py.
+nothing is monkey patched (`_http/shell.py`). The development server hosts the loop in its own
+thread, as a greenlet of its gevent hub (`hosted=True`, `start_in`): the loop's selector waits
+in the hub (`hub_selector.HubSelector`) like any greenlet, so a request handler and the MCP
+session it waits for run in one thread. A handler submits a coroutine
+(`asyncio.run_coroutine_threadsafe`) and waits for its future cooperatively; the future's
+done-callback runs in the loop's greenlet and wakes the handler's greenlet directly. The first
+design ran the loop on a thread of its own: every call then crossed threads twice and the two
+threads handed the GIL back and forth through the SDK's work, which cost a tools/call about
+0.25 ms more (bench/bench_mcp.py). A bridge that no hub hosts (a library user, the tests)
+still gets a thread of its own.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+import gevent
+
 from bundle_server._streams.ndjson import GreenWaker
+from bundle_server.mcp.hub_selector import HubSelector
 
 T = TypeVar("T")
 
@@ -30,24 +35,51 @@ class BridgeClosed(RuntimeError):
 
 
 class AsyncBridge:
-    """The asyncio thread: `submit` from any thread, `call` from a gevent greenlet."""
+    """The asyncio loop: `submit` from any thread, `call` from a gevent greenlet.
 
-    def __init__(self, name: str = "mcp-asyncio") -> None:
-        self.loop = asyncio.new_event_loop()
+    By default the loop runs on a thread of its own. With `hosted=True` it waits for
+    `start_in(hub_loop)` and then runs as a greenlet of that gevent hub (`hub_selector`): the
+    server hosts it in its own thread, so a request and the MCP session it waits for share a
+    thread. Until it starts, what is submitted waits in the loop's queue."""
+
+    def __init__(self, name: str = "mcp-asyncio", *, hosted: bool = False) -> None:
+        self._selector = HubSelector() if hosted else None
+        self.loop = (
+            asyncio.SelectorEventLoop(self._selector) if hosted else asyncio.new_event_loop()
+        )
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._stopped = threading.Event()  # the loop has run its course (or never will)
+        self._started = False
+        self._host_thread: int | None = None  # the thread the loop runs in
+        self._thread: threading.Thread | None = None
+        if not hosted:
+            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._thread.start()
+            self._started = True
+
+    def start_in(self, hub_loop: Any) -> None:
+        """Run the (hosted) loop as a greenlet of the gevent hub whose loop is `hub_loop`;
+        from any thread."""
+        self._started = True
+        hub_loop.run_callback_threadsafe(lambda: gevent.spawn(self._run))
 
     def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-        # Stopped: what is still pending is cancelled and given one turn to clean up.
-        pending = asyncio.all_tasks(self.loop)
-        for task in pending:
-            task.cancel()
-        if pending:
-            self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        self.loop.close()
+        self._host_thread = threading.get_ident()
+        try:
+            if self._selector is not None:
+                self._selector.bind()
+            else:
+                asyncio.set_event_loop(self.loop)
+            self.loop.run_forever()
+            # Stopped: what is still pending is cancelled and given one turn to clean up.
+            pending = asyncio.all_tasks(self.loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self.loop.close()
+        finally:
+            self._stopped.set()
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         if self._closed:
@@ -74,8 +106,18 @@ class AsyncBridge:
             waker.close()
 
     def close(self, timeout: float = 5.0) -> None:
+        """Stop the loop and wait for it to finish, from any thread (in the hosting hub's
+        own thread the wait is cooperative: the loop's greenlet must run to finish)."""
         if self._closed:
             return
         self._closed = True
+        if not self._started:  # hosted, and its hub never started it
+            self.loop.close()
+            return
         self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout)
+        if threading.get_ident() != self._host_thread:
+            self._stopped.wait(timeout)
+            return
+        deadline = time.monotonic() + timeout
+        while not self._stopped.is_set() and time.monotonic() < deadline:
+            gevent.sleep(0.001)

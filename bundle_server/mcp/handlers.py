@@ -1,7 +1,7 @@
 """The MCP routes (`mcp.servers`, `mcp.launches`, `mcp.operations`, `mcp.apps.mount`,
 `mcp.apps.result`, `mcp.apps.notifications`), registered by route id; the service is
 `mcp.service.McpService`. An operation waits for its answer cooperatively: the MCP session
-runs on the service's asyncio thread (see `mcp.bridge`). A binding's stream waits the same
+runs on the service's asyncio loop (see `mcp.bridge`). A binding's stream waits the same
 way, woken by `settle` or by its session's end from whatever thread they happen on."""
 
 from __future__ import annotations

@@ -280,12 +280,13 @@ class McpService:
         epochs: Path | None,
         installs: Path | None,
         publish: Publish | None = None,
+        bridge: AsyncBridge | None = None,
     ) -> None:
         self._active_epoch = active_epoch
         self._epochs = epochs
         self._installs = installs
         self._publish = publish
-        self.bridge = AsyncBridge()
+        self.bridge = bridge or AsyncBridge()
         self.apps = AppBindings()
         # On the bridge's loop only: launch id -> its connection, and the opening locks.
         self._connections: dict[str, McpConnection] = {}
