@@ -241,3 +241,27 @@ def test_a_rebuild_is_asked_for_and_the_trace_is_read_in_bounded_pages(server: D
     assert one["entries"][0]["sequence"] <= one["latestSequence"]
     assert len(paged["entries"]) == bound  # the newest page of them, no more
     assert paged["entries"][-1]["sequence"] == paged["latestSequence"]
+
+
+def test_a_start_that_fails_after_the_endpoint_is_made_ends_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The endpoint serves only once the server's loop runs; a start failing before that must
+    # not wait on a loop that never ran, and must report its own error.
+    import threading
+
+    import bundle_server._dev_server as dev_server
+
+    def broken(**_: Any) -> Any:
+        raise ValueError("the app could not be made")
+
+    monkeypatch.setattr(dev_server, "create_app", broken)
+    project = write_project(tmp_path / "p", config())
+    servers_before = set(threading.enumerate())
+    began = time.monotonic()
+    with pytest.raises(ValueError, match="the app could not be made"):
+        dev_server.start_dev_server(project, agent_api=True, watch=False)
+    assert time.monotonic() - began < 10
+    left = set(threading.enumerate()) - servers_before
+    assert not [t for t in left if t.name.startswith("bundle-server:")]
+    assert not (project / ".bundle" / "agent-endpoint.json").exists()

@@ -142,3 +142,56 @@ def test_the_hub_selector_reports_what_is_ready() -> None:
         selector.close()
         left.close()
         right.close()
+
+
+def test_a_busy_loop_still_lets_the_hub_run() -> None:
+    bridge = AsyncBridge(hosted=True)
+    with hub_thread() as run:
+        bridge.start_in(run.loop)  # type: ignore[attr-defined]
+
+        async def spin() -> int:
+            # Always ready, never waiting: the selector is asked with a zero timeout only.
+            began, turns = time.monotonic(), 0
+            while time.monotonic() - began < 0.3:
+                await asyncio.sleep(0)
+                turns += 1
+            return turns
+
+        def both() -> int:
+            ticks = 0
+
+            def tick() -> None:
+                nonlocal ticks
+                while True:
+                    ticks += 1
+                    gevent.sleep(0.005)
+
+            ticker = gevent.spawn(tick)
+            bridge.call(spin(), 5)
+            ticker.kill()
+            return ticks
+
+        assert run(both) >= 10  # about 60 ticks fit in the 0.3 s; none without the yield
+        bridge.close()
+
+
+def test_modify_keeps_one_watcher_and_what_it_found_ready() -> None:
+    left, right = socket.socketpair()
+    selector = HubSelector()
+    try:
+        selector.register(left, selectors.EVENT_READ, "first")
+        selector.bind()
+        right.send(b"x")
+        selector.select(1)
+        right.send(b"y")
+        key = selector.modify(left, selectors.EVENT_READ, "second")
+        assert key.data == "second"
+        both = selector.modify(left, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        ready = dict(selector.select(1))
+        assert ready[both] == selectors.EVENT_READ | selectors.EVENT_WRITE
+        with pytest.raises(TypeError):
+            selector.get_map()[left.fileno()] = key  # type: ignore[index]
+    finally:
+        selector.close()
+        left.close()
+        right.close()

@@ -135,6 +135,9 @@ class AgentEndpoint:
 
     def close(self, timeout: float = 10.0) -> None:
         remove_if_ours(endpoint_path(self._project_root), "token", self._token)
+        if self._task is None:  # never served (a start that failed before it): no loop to ask
+            self._socket.close()
+            return
 
         async def stop() -> None:
             self._uvicorn.should_exit = True

@@ -11,6 +11,15 @@ design ran the loop on a thread of its own: every call then crossed threads twic
 threads handed the GIL back and forth through the SDK's work, which cost a tools/call about
 0.25 ms more (bench/bench_mcp.py). A bridge that no hub hosts (a library user, the tests)
 still gets a thread of its own.
+
+What hosting costs, and asks of code in the server's thread:
+- the loop shares the thread with every request, stream and PTY echo: a coroutine that
+  computes for long holds them up as long (the selector yields to the hub between loop
+  iterations, at least every `hub_selector.YIELD_SECONDS`, but cannot cut into one callback);
+- asyncio's running loop is a per-thread setting: while the loop greenlet waits, other
+  greenlets of the thread see it as running, so code there must not call `asyncio.run`;
+- waiting for the loop with a blocking `.result()` in the server's thread would stop the loop
+  too: code there waits with `call`, which waits cooperatively.
 """
 
 from __future__ import annotations
@@ -51,11 +60,17 @@ class AsyncBridge:
         self._stopped = threading.Event()  # the loop has run its course (or never will)
         self._started = False
         self._host_thread: int | None = None  # the thread the loop runs in
+        self._greenlet: Any = None  # ... and, hosted, its greenlet
         self._thread: threading.Thread | None = None
         if not hosted:
             self._thread = threading.Thread(target=self._run, name=name, daemon=True)
             self._thread.start()
             self._started = True
+
+    @property
+    def running(self) -> bool:
+        """Started (or asked to start in its hub) and not yet stopped."""
+        return self._started and not self._stopped.is_set()
 
     def start_in(self, hub_loop: Any) -> None:
         """Run the (hosted) loop as a greenlet of the gevent hub whose loop is `hub_loop`;
@@ -65,6 +80,7 @@ class AsyncBridge:
 
     def _run(self) -> None:
         self._host_thread = threading.get_ident()
+        self._greenlet = gevent.getcurrent()
         try:
             if self._selector is not None:
                 self._selector.bind()
@@ -118,6 +134,8 @@ class AsyncBridge:
         if threading.get_ident() != self._host_thread:
             self._stopped.wait(timeout)
             return
+        if gevent.getcurrent() is self._greenlet:
+            return  # called on the loop itself: it stops when this callback returns
         deadline = time.monotonic() + timeout
         while not self._stopped.is_set() and time.monotonic() < deadline:
             gevent.sleep(0.001)

@@ -15,12 +15,17 @@ loop is built, in whatever thread builds it) get their watchers when `bind` runs
 from __future__ import annotations
 
 import selectors
+import time
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import gevent
 import gevent.event
 
 READ, WRITE = 1, 2  # libev's EV_READ and EV_WRITE
+YIELD_SECONDS = 0.002  # the longest a busy loop keeps the hub's thread to itself between polls
+YIELD_TIMER_SECONDS = 1e-6  # due at once: one turn of the hub, its polling included
 
 
 def _fd(fileobj: Any) -> int:
@@ -36,6 +41,7 @@ class HubSelector(selectors.BaseSelector):
         self._ready: dict[int, int] = {}
         self._loop: Any = None
         self._woken: gevent.event.Event | None = None
+        self._yielded = time.monotonic()  # when `select` last let the hub run
 
     def bind(self) -> None:
         """In the hub's thread, before the first `select`: watch what is registered."""
@@ -72,6 +78,22 @@ class HubSelector(selectors.BaseSelector):
             self._watch(key)
         return key
 
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        # One watcher per descriptor for its life: only new events restart it (with what it
+        # had found ready kept); new data alone touches nothing.
+        fd = _fd(fileobj)
+        old = self.get_key(fileobj)
+        if not events or events & ~(selectors.EVENT_READ | selectors.EVENT_WRITE):
+            raise ValueError(f"invalid events: {events!r}")
+        key = selectors.SelectorKey(old.fileobj, fd, events, data)
+        self._keys[fd] = key
+        if events != old.events and self._loop is not None:
+            watcher = self._watchers.pop(fd)
+            watcher.stop()
+            watcher.close()
+            self._watch(key)
+        return key
+
     def unregister(self, fileobj: Any) -> selectors.SelectorKey:
         fd = _fd(fileobj)
         key = self._keys.pop(fd)
@@ -87,6 +109,13 @@ class HubSelector(selectors.BaseSelector):
         if not self._ready and timeout != 0:
             self._woken.clear()
             self._woken.wait(None if timeout is None else max(timeout, 0.0))
+            self._yielded = time.monotonic()
+        elif time.monotonic() - self._yielded >= YIELD_SECONDS:
+            # A loop that always has work ready would never wait: it lets the hub poll and
+            # run the thread's other greenlets at least this often. A timer, not idle(): a
+            # descriptor that stays ready (a writable socket) would keep the hub from idling.
+            gevent.sleep(YIELD_TIMER_SECONDS)
+            self._yielded = time.monotonic()
         found = []
         for fd, mask in self._ready.items():
             key = self._keys.get(fd)
@@ -101,8 +130,8 @@ class HubSelector(selectors.BaseSelector):
         except KeyError:
             raise KeyError(f"{fileobj!r} is not registered") from None
 
-    def get_map(self) -> Any:
-        return self._keys
+    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
+        return MappingProxyType(self._keys)  # by descriptor, read-only
 
     def close(self) -> None:
         for watcher in self._watchers.values():

@@ -620,6 +620,7 @@ class McpService:
             )
             self._connections.clear()
 
-        with contextlib.suppress(Exception):
-            self.bridge.submit(close_all()).result(seconds("mcp-connect-time") * 2)
+        if self.bridge.running:  # a loop that never ran has no session to end
+            with contextlib.suppress(Exception):
+                self.bridge.submit(close_all()).result(seconds("mcp-connect-time") * 2)
         self.bridge.close()

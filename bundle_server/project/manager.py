@@ -222,7 +222,8 @@ class ProjectLoop:
         if self._watcher is not None:
             self._watcher.close()
         self._worker.close()
-        self._thread.join(timeout=10)
+        if self._thread.ident is not None:  # started (a failed start may not have got there)
+            self._thread.join(timeout=10)
 
     def _run(self) -> None:
         while True:

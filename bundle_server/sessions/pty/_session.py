@@ -258,14 +258,13 @@ class Session:
             last_scan = time.monotonic()
             quick = EXIT_POLL_SECONDS
             while self.child.poll() is None:
+                # Once the PTY closed as the child exited, a moment before the kernel makes it
+                # reapable, look again soon (1, 2, 4 ms ...), not a whole REAP_INTERVAL on; a
+                # poke (a ladder step) still wakes it at once.
+                self._poke.wait(quick if reader.dead else REAP_INTERVAL)
+                self._poke.clear()
                 if reader.dead:
-                    # The PTY closed as the child exited, a moment before the kernel makes it
-                    # reapable: look again soon (1, 2, 4 ms ...), not a whole REAP_INTERVAL on.
-                    gevent.sleep(quick)
                     quick = min(2 * quick, REAP_INTERVAL)
-                else:
-                    self._poke.wait(REAP_INTERVAL)
-                    self._poke.clear()
                 if time.monotonic() - last_scan >= MEMBER_SCAN_INTERVAL:
                     # Remember the session's processes while their environment still names
                     # it: a setsid descendant that is orphaned and exits is a zombie with no
