@@ -173,6 +173,18 @@ def assert_fails_exactly(report: Report, expected: set[str]) -> None:
     assert all(report.result(i).status is Status.FAIL for i in expected)
 
 
+def assert_skip_without_server(report: Report, runnable: set[str]) -> None:
+    """A report run without an MCP server named: the `runnable` rows pass, every other row
+    skips and says how to name one (on the command line and in a target file)."""
+    for result in report.results:
+        if result.requirement in runnable:
+            assert result.status is Status.PASS, describe(report, {result.requirement})
+        else:
+            assert result.status is Status.SKIP, describe(report, {result.requirement})
+            assert "--mcp-server NAME" in result.reason
+            assert "mcp_server in the target file" in result.reason
+
+
 def describe(report: Report, wanted: set[str] | None = None) -> str:
     return "\n".join(
         f"{r.requirement} {r.status.value}: {r.reason}"

@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _kit import assert_fails_exactly, describe, kit_server, mcp_target, run_kit, serve, statuses
+from _kit import (
+    assert_fails_exactly,
+    assert_skip_without_server,
+    describe,
+    kit_server,
+    mcp_target,
+    run_kit,
+    serve,
+    statuses,
+)
 from _mcp import mcp_project
 
 from bundle_server import DevServer
@@ -65,14 +74,7 @@ def test_the_app_checks_pass_with_the_server_and_tools_named(server: DevServer) 
 def test_without_a_server_the_checks_that_need_one_skip_and_say_how_to_name_it(
     server: DevServer,
 ) -> None:
-    report = run_kit(target(server, mcp_server=None), *IDS)
-    for result in report.results:
-        if result.requirement in WITHOUT_SERVER:
-            assert result.status is Status.PASS, describe(report, {result.requirement})
-        else:
-            assert result.status is Status.SKIP, describe(report, {result.requirement})
-            assert "--mcp-server NAME" in result.reason
-            assert "mcp_server in the target file" in result.reason
+    assert_skip_without_server(run_kit(target(server, mcp_server=None), *IDS), WITHOUT_SERVER)
 
 
 def test_without_a_tool_the_checks_mounting_it_skip_and_say_how_to_name_it(

@@ -20,6 +20,7 @@ from fake_agent import agent
 
 from bundle_contract._generated.errors import (
     EvalBundleMissing,
+    EvalRunInvalid,
     EvalRunMismatch,
     EvalSuiteInvalid,
     MalformedSessionRequest,
@@ -671,3 +672,18 @@ def test_a_trial_session_cannot_be_restarted(lab: Lab) -> None:
     assert refused.value.status == 409
     sessions.terminate(record["id"])
     sessions.delete(record["id"])
+
+
+def test_a_journal_torn_anywhere_but_its_end_is_refused(lab: Lab, tmp_path: Path) -> None:
+    case = {"id": "torn", "prompt": "say hi", "graders": [{"type": "exit", "exitCode": 0}]}
+    out = tmp_path / "run"
+    first = lab.harness.run(lab.suite("torn", [case], trials=2), out)
+    header = {**first, "status": "running", "results": []}
+    (out / "run.json").write_text(json.dumps(header))
+    lines = [json.dumps(first["results"][0]), "{torn", json.dumps(first["results"][1])]
+    (out / "results.jsonl").write_text("\n".join(lines))
+    with pytest.raises(EvalRunInvalid, match="line 2 is not JSON"):
+        read_run(out)
+    (out / "results.jsonl").write_text(json.dumps({"caseId": "torn"}) + "\n")
+    with pytest.raises(EvalRunInvalid, match="results"):
+        read_run(out)

@@ -101,22 +101,24 @@ class EvalHarness:
             found["manifestDigest"] = "sha256:" + hashlib.sha256(manifest).hexdigest()
         return found
 
-    def trial_env(self, suite: Suite, workspaces: Path | None = None) -> TrialEnv:
+    def trial_env(
+        self, suite: Suite, provenance: Mapping[str, Any], workspaces: Path | None = None
+    ) -> TrialEnv:
         assert self.server.sessions is not None
         return TrialEnv(
             suite=suite,
             host=self.host,
             sessions=self.server.sessions,
             hub=self.server.hub,
-            provenance=self.provenance(),
+            provenance=provenance,
             workspaces=workspaces or Path(self._workspaces.name),
             host_env=self.host_env,
             host_overrides=self.host_overrides,
             keep_workspaces=self.keep_workspaces,
         )
 
-    def _need_bundle(self, arms: Iterable[str]) -> None:
-        if "with" in arms and self.provenance()["epochId"] == NO_EPOCH:
+    def _need_bundle(self, arms: Iterable[str], provenance: Mapping[str, Any]) -> None:
+        if "with" in arms and provenance["epochId"] == NO_EPOCH:
             raise EvalBundleMissing(
                 "the project has no built bundle to evaluate (a bare project, or its build"
                 " failed: see the Workbench's Project view); the with arm would run the bare host",
@@ -131,11 +133,13 @@ class EvalHarness:
         """Run one trial of `case_id` now; its EvalTrial record."""
         suite = suite if isinstance(suite, Suite) else load_suite(suite)
         suite.case(case_id)  # StopIteration is no answer: check first
-        self._need_bundle([arm])
+        provenance = self.provenance()
+        self._need_bundle([arm], provenance)
         if self.keep_workspaces and self._kept is None:
             self._kept = self._keep_in or Path(tempfile.mkdtemp(prefix="bundle-evals-kept-"))
             self._kept.mkdir(parents=True, exist_ok=True)
-        return run_trial(self.trial_env(suite, self._kept), Trial(case_id, arm, index))
+        env = self.trial_env(suite, provenance, self._kept)
+        return run_trial(env, Trial(case_id, arm, index))
 
     def run(
         self,
@@ -170,7 +174,7 @@ class EvalHarness:
         kept = (self._keep_in or out / "workspaces") if self.keep_workspaces else None
         if kept is not None:
             kept.mkdir(parents=True, exist_ok=True)
-        env = self.trial_env(suite, kept)
+        env = self.trial_env(suite, self.provenance(), kept)  # this build's epoch id
         told.run_started(record["runId"], len(done_keys), total, self.server.workbench_url)
 
         def started(trial: Trial) -> None:
@@ -224,8 +228,8 @@ class EvalHarness:
             "trials": trials,
             "arms": ordered,
         }
-        self._need_bundle(ordered)
         provenance = self.provenance()
+        self._need_bundle(ordered, provenance)
         if previous is not None:
             for key, value in wanted.items():
                 if previous[key] != value:
