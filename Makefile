@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench generate vendor browser screenshots clean
+.PHONY: run test lint typecheck unit bench generate vendor browser clis screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,17 @@ browser:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
 	  chromium fonts-dejavu-core >/dev/null; }
 
+# The real host CLIs the tests run bundles in (Claude Code, Codex, Gemini CLI), pinned with
+# their integrity hashes in clis/package-lock.json, installed into clis/node_modules (never
+# globally). Install scripts stay off; Claude Code's own (which places its native binary)
+# is the one run.
+CLIS := clis/node_modules/.installed
+$(CLIS): clis/package.json clis/package-lock.json
+	cd clis && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	cd clis && node node_modules/@anthropic-ai/claude-code/install.cjs
+	touch $(CLIS)
+clis: $(CLIS)
+
 # The development server on the bundled example project; Ctrl-C stops it.
 PROJECT ?= examples/safe-shell
 PORT ?= 0
@@ -40,7 +51,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) $(VENDOR) browser
+unit: $(STAMP) $(VENDOR) browser $(CLIS)
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

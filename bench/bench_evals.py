@@ -175,7 +175,10 @@ def main() -> None:
         home.mkdir()
         env = {**os.environ, "HOME": str(home)}
         with EvalHarness(
-            project, host_env={"HOME": str(home)}, host_executables={"host_a": agent("host_a")}
+            # IS_SANDBOX=1: host_a's batch mode as root needs it (hosts.toml refuses_root).
+            project,
+            host_env={"HOME": str(home), "IS_SANDBOX": "1"},
+            host_executables={"host_a": agent("host_a")},
         ) as harness:
             trial_round(harness, suite, 3)  # warm: the first trial imports the graders' modules
             overhead(harness, suite, env, args.rounds, args.trials)

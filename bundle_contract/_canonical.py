@@ -168,9 +168,14 @@ def _positive_count(raw: int | float) -> bool:
     return raw > 0
 
 
+def _level(raw: Mapping[str, Any]) -> Any:
+    return raw["level"]
+
+
 _STEPS: Final[Mapping[str, Callable[[Any], Any]]] = {
     "json-string": _json_string,
     "positive-count": _positive_count,
+    "level": _level,
 }
 
 

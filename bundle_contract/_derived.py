@@ -85,14 +85,28 @@ def _object(properties: Mapping[str, Schema], required: list[str]) -> Schema:
     return schema
 
 
+def unsent_fields(spec: Spec) -> dict[str, tuple[str, ...]]:
+    """Handler event -> its required fields that are absent on a host with no key for them
+    (hooks.toml unsent): the payload schema leaves them optional, the binding requires them
+    on hosts that have the key."""
+    found: dict[str, tuple[str, ...]] = {}
+    for row in spec.tables["hooks"].get("unsent", ()):
+        for event in row["events"]:
+            found[event] = (*found.get(event, ()), row["field"])
+    return found
+
+
 def hook_payloads_resource(spec: Spec) -> Schema:
     kinds = kind_schemas(spec)
     common = spec.rows("hooks", "common_field")
     defs = {}
+    unsent = unsent_fields(spec)
     for event in spec.rows("hooks", "event"):
         fields = [*common, *event["required"], *event["optional"]]
         required = [f["name"] for f in common if f["required"]]
-        required += [f["name"] for f in event["required"]]
+        required += [
+            f["name"] for f in event["required"] if f["name"] not in unsent.get(event["name"], ())
+        ]
         defs[event["name"]] = _object({f["name"]: kinds[f["kind"]] for f in fields}, required)
     return _resource("HookPayloads", "Handler payload per handler event (hooks.toml).", defs)
 

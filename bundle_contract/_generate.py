@@ -183,6 +183,10 @@ def hook_io_module(spec: Spec) -> str:
         for name in row["fields"]
     }
     common = [f["name"] for f in spec.rows("hooks", "common_field")]
+    from bundle_contract._derived import unsent_fields
+
+    unsent = unsent_fields(spec)
+    present: dict[str, dict[str, tuple[str, ...]]] = {}
     bindings: dict[str, dict[str, object]] = {}
     outputs: dict[str, dict[str, dict[str, object]]] = {}
     for host in spec.rows("hosts", "host"):
@@ -201,14 +205,22 @@ def hook_io_module(spec: Spec) -> str:
                 origin, canonical = sources[name]
                 if origin == "native":
                     if name in native_keys:
-                        fields.append((name, native_keys[name], None))
+                        step = host.get("payload_decode", {}).get(name)
+                        fields.append((name, native_keys[name], step))
                 elif canonical in families[event["family"]] and canonical in keys:
                     fields.append((name, keys[canonical], decode.get(canonical)))
             per_event[event["name"]] = (row["native"], event["family"], tuple(fields))
+            bound = {name for name, _key, _step in fields}
+            must = tuple(n for n in unsent.get(event["name"], ()) if n in bound)
+            if must:
+                present.setdefault(host["kind"], {})[event["name"]] = must
             per_family[event["family"]] = _output_parts(host["hook_output"], event["family"])
         bindings[host["kind"]] = per_event
         outputs[host["kind"]] = per_family
     wrapper = hooks["wrapper"]
+    empty_answers = {
+        h["kind"]: h["empty_answer"] for h in spec.rows("hosts", "host") if "empty_answer" in h
+    }
     payloads = {
         event["name"]: {"$ref": schema_uri(def_ref("HookPayloads", event["name"]))}
         for event in spec.rows("hooks", "event")
@@ -226,6 +238,11 @@ def hook_io_module(spec: Spec) -> str:
         "# host kind -> family -> result part -> ((path, value), ...), or None where the host",
         "# cannot carry the part (hosts.toml hook_output, rows for the family winning).",
         f"OUTPUTS = {outputs!r}",
+        "# host kind -> handler event -> required fields the schema leaves optional (hooks.toml",
+        "# unsent) that this host has a key for, and so must send.",
+        f"PRESENT = {present!r}",
+        "# host kind -> what the wrapper writes for an empty answer (hosts.toml empty_answer).",
+        f"EMPTY_ANSWERS = {empty_answers!r}",
         "# handler event -> the canonical family it serves (hooks.toml event rows).",
         f"EVENT_FAMILIES = { {e['name']: e['family'] for e in spec.rows('hooks', 'event')}!r}",
         f"DEFAULT_TIMEOUT_MS = {spec.limit('hook-wrapper-timeout')['maximum']!r}",

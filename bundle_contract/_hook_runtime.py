@@ -68,6 +68,8 @@ if TYPE_CHECKING:
 BINDINGS: Mapping[str, Mapping[str, tuple[str, str, Fields]]] = hook_io.BINDINGS  # type: ignore[assignment]
 OUTPUTS: Mapping[str, Mapping[str, Mapping[str, Pairs | None]]] = hook_io.OUTPUTS  # type: ignore[assignment]
 FAMILIES: Mapping[str, str] = hook_io.EVENT_FAMILIES
+EMPTY_ANSWERS: Mapping[str, str] = hook_io.EMPTY_ANSWERS
+PRESENT: Mapping[str, Mapping[str, tuple[str, ...]]] = hook_io.PRESENT
 PAYLOAD_CHECKS: Mapping[str, tuple[Callable[[object], bool], Callable[[object], Any]]]
 PAYLOAD_CHECKS = hook_io.PAYLOAD_CHECKS
 DECODE_ACCEPTS: Mapping[str, Callable[[object], bool]] = hook_io.DECODE_ACCEPTS
@@ -98,10 +100,15 @@ def _positive_count(raw: int) -> bool:
     return raw > 0
 
 
+def _level(raw: Mapping[str, Any]) -> Any:
+    return raw["level"]
+
+
 # Decode steps of events.toml, as _canonical implements them; a test keeps the names equal.
 STEPS: Mapping[str, Callable[[Any], Any]] = {
     "json-string": _json_string,
     "positive-count": _positive_count,
+    "level": _level,
 }
 
 
@@ -150,6 +157,13 @@ def handler_payload(host: str, event: str, native_input: object) -> dict[str, An
                 )
             value = STEPS[step](value)
         payload[name] = value
+    for name in PRESENT.get(host, {}).get(event, ()):
+        if name not in payload:  # a host that has the key must send it (hooks.toml unsent)
+            raise NativeDecodeFailed(
+                f"{host} {native}: the {event} payload does not conform at the top: "
+                f"missing required property {name!r}",
+                where,
+            )
     is_valid, first_error = PAYLOAD_CHECKS[event]
     if not is_valid(payload):
         path, message = first_error(payload)
@@ -195,7 +209,8 @@ def native_answer(
     if len(dropped) == len(parts) and parts != ("continue",):
         return native_answer(host, event, native, None)[0], tuple(dropped)
     if not document:
-        return b"", tuple(dropped)
+        # A host that shows a silent hook's stderr to the user wants an empty object instead.
+        return EMPTY_ANSWERS.get(host, "").encode("utf-8"), tuple(dropped)
     text = json.dumps(document, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return text.encode("utf-8") + b"\n", tuple(dropped)
 

@@ -15,12 +15,15 @@ hook commands reach the plugin root. A hook command is `"${VARIABLE}"/<wrapper p
 so that a plugin root with spaces stays one word under `sh -c`.
 
 `wrapper_source` writes the text of one generated wrapper script; the build writes it
-executable at `<plugin dir>/<wrapper path>`. It starts the build's interpreter with `-I` (no
-PYTHON* variables, no user site, no script directory on sys.path), finds the artifact root from
-its own location and calls `bundle_contract._hook_runtime.run`. A `#!` line cannot hold a path
-with spaces (the kernel splits at the first blank) and is cut at 127 bytes on older kernels,
-so such interpreters get a `/bin/sh` line that execs them, quoted, in a line Python reads as a
-string: the sh/Python polyglot.
+executable at `<plugin dir>/<wrapper path>`. It starts Python with `-I` (no PYTHON* variables,
+no user site, no script directory on sys.path), finds the plugin root from its own location
+and calls `bundle_contract._hook_runtime.run`. In a built plugin the interpreter is the
+plugin's own `interpreter_source` script (runtime.toml [artifact] interpreter), named relative
+to the wrapper, so the plugin names the machine's Python in one file and works wherever it is
+copied; the wrapper then starts with a `/bin/sh` line that execs that script, in a line Python
+reads as a string: the sh/Python polyglot (`${0%/*}` is the wrapper's directory, found without
+a fork). An absolute interpreter gets a direct `#!` line instead, unless the kernel could not
+read it (a path with spaces, or over 127 bytes on older kernels): then the polyglot again.
 
 This module runs at build time: it reads the loaded spec, never at hook time.
 """
@@ -40,6 +43,8 @@ __all__ = [
     "batch_args",
     "hook_command",
     "hook_format_problems",
+    "interpreter_source",
+    "mcp_roots",
     "payload_gaps",
     "plugin_args",
     "plugin_files",
@@ -81,19 +86,23 @@ def payload_gaps(host: str, event: str) -> list[str]:
     served = BINDINGS.get(host, {}).get(event)
     if served is None:
         raise ValueError(f"{host} has no native event for {event} ({row['family']})")
+    from bundle_contract._derived import unsent_fields
+
     present = {name for name, _key, _step in served[2]}
+    absent_ok = unsent_fields(spec).get(event, ())
     required = [f["name"] for f in spec.rows("hooks", "common_field") if f["required"]]
-    required += [f["name"] for f in row["required"]]
+    required += [f["name"] for f in row["required"] if f["name"] not in absent_ok]
     return [name for name in required if name not in present]
 
 
 def plugin_args(host: str, plugin_dir: str | os.PathLike[str]) -> list[str]:
-    """The arguments that point a session host at `plugin_dir` (hosts.toml plugin_args)."""
+    """The arguments a session host gets with `plugin_dir` attached (hosts.toml [host.attach]
+    args; a host that loads plugins from its home needs more: `_host_attach.attach_plan`)."""
     row = host_row(host)
-    if "session" not in row:
-        raise ValueError(f"{host} is not a session host: hosts.toml gives it no [host.session]")
+    if "attach" not in row:
+        raise ValueError(f"{host} is not a session host: hosts.toml gives it no [host.attach]")
     path = os.fspath(plugin_dir)
-    return [arg.replace(PLUGIN_DIR_TOKEN, path) for arg in row["session"]["plugin_args"]]
+    return [arg.replace(PLUGIN_DIR_TOKEN, path) for arg in row["attach"].get("args", ())]
 
 
 def batch_args(host: str, prompt: str) -> list[str]:
@@ -109,6 +118,19 @@ def root_placeholder(host: str) -> str:
     """`${VAR}`: how the host's documents name the plugin root (hosts.toml root_variable)."""
     variable: str = host_row(host)["plugin"]["root_variable"]
     return "${" + variable + "}"
+
+
+def mcp_roots(host: str) -> tuple[str, str | None]:
+    """(how the host's MCP document names the plugin root, the entry's cwd or None).
+
+    `substituted`: `${VARIABLE}`, which the host replaces in the entry's strings; `cwd`: the
+    host replaces nothing and starts the server in the plugin root, so paths are `./...` and
+    the entry says `"cwd": "."` (hosts.toml mcp_reference).
+    """
+    plugin = host_row(host)["plugin"]
+    if plugin["mcp_reference"] == "cwd":
+        return ".", "."
+    return root_placeholder(host), None
 
 
 def hook_command(host: str, wrapper: str) -> str:
@@ -267,10 +289,12 @@ def wrapper_source(
 ) -> str:
     """The text of one executable hook wrapper for `handler` serving `event` on `host`.
 
-    `python` is the absolute interpreter path (bundle_contract importable there);
-    `root_from_wrapper` the relative path from the wrapper's directory to the artifact root,
-    e.g. "../../.."; `timeout` the hook's native timeout in seconds, or None when the hooks
-    document declares none. Raises ValueError for anything the wrapper could not honour.
+    `python` is the interpreter (bundle_contract importable there): an absolute path, or a
+    path relative to the wrapper's directory (a built plugin's `interpreter_source` script,
+    e.g. "../bin/python"); `root_from_wrapper` the relative path from the wrapper's directory
+    to the root holding `src/`, e.g. ".."; `timeout` the hook's native timeout in seconds, or
+    None when the hooks document declares none. Raises ValueError for anything the wrapper
+    could not honour.
     """
     spec = get_spec()
     row = host_row(host, spec)
@@ -326,14 +350,32 @@ def wrapper_source(
 
 def _launch_lines(python: str) -> list[str]:
     """A direct `#!` line when the kernel can read it, else the sh/Python polyglot."""
+    refused = any(c in python for c in POLYGLOT_REFUSED) or "'''" in python
     if not os.path.isabs(python):
-        raise ValueError(f"the interpreter path {python!r} must be absolute")
+        # The plugin's own interpreter script, found from the wrapper's path ($0).
+        _relative(python.replace("..", "up"), "the interpreter path")
+        if refused:
+            raise ValueError(f"the interpreter path {python!r} cannot be quoted for /bin/sh")
+        return ["#!/bin/sh", f"''''exec \"${{0%/*}}/{python}\" -I \"$0\" \"$@\" # '''"]
     direct = f"#!{python} -I"
     plain_path = python.isascii() and not any(c.isspace() or c == "\0" for c in python)
     if plain_path and len(direct.encode()) <= SHEBANG_MAX:
         return [direct]
-    if any(c in python for c in POLYGLOT_REFUSED) or "'''" in python:
+    if refused:
         raise ValueError(f"the interpreter path {python!r} cannot be quoted for /bin/sh")
     # sh reads `''''exec "..." -I "$0" "$@"` (empty strings, then exec) and never reaches the
     # comment; Python reads the line as one string literal: ''' + 'exec ... # ' + '''.
     return ["#!/bin/sh", f"''''exec \"{python}\" -I \"$0\" \"$@\" # '''"]
+
+
+def interpreter_source(python: str) -> str:
+    """The plugin's interpreter script: the one file of a plugin naming the machine's Python
+    (absolute, with bundle_contract and the bundle's imports installed), so that a release
+    build can name another without touching a wrapper or a document."""
+    if not os.path.isabs(python) or any(c in python for c in "\0\n\r"):
+        raise ValueError(f"the interpreter path {python!r} must be absolute, on one line")
+    return (
+        "#!/bin/sh\n"
+        "# Generated by bundle-devkit: the Python this plugin's hooks and MCP servers run.\n"
+        f'exec {shlex.quote(python)} "$@"\n'
+    )

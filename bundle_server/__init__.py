@@ -4,24 +4,36 @@ Only routes with a handler are mounted; `unhandled_routes()` lists the rest. `st
 runs the app under the gevent shell on a loopback port and returns a `DevServer` handle; the
 `bundle-server` command (`python -m bundle_server`) does the same until SIGINT or SIGTERM.
 
-Layout: one package per route group, over a small HTTP core and a stream package; each group
-holds its handlers (registered by route id on import, see `_http.app`) and its hub or manager.
+Layout: one package per feature, over a small HTTP core and a stream package; each holds its
+handlers (registered by route id on import) and its service (a hub, a manager, a loop), and
+one row of the service table (`_services.SERVICES`: its factory, its handlers module, its
+close) mounts it. Handlers reach a service with `call.state.service(kind)`.
 
 - `_http/`: the HTTP core: the WSGI app, routing, request parsing, the guard, response checks,
   and the gevent shell that serves it;
 - `_streams/`: sequenced hubs and cursors (`sequenced`), the NDJSON stream body and wakers
   (`ndjson`);
+- `_services`: the service table the server walks to start, mount and close its services;
 - `trace/`: the trace routes and the trace hub;
 - `logs/`: the dev-log routes and the log hub;
 - `receipts/`: the hook-receipt route, receipts as trace entries, the endpoint and ready files;
+- `project/`: the project loop (builds, epochs, development installs, the server lock), the
+  project event hub and the project routes;
+- `invocations/`: route invocations (a route of the active epoch run in a worker) and their
+  routes;
+- `runtime/`: development runtime runs (a route run as a surface) and their routes;
+- `mcp/`: the MCP sessions of the active epoch's servers, the asyncio bridge the SDK runs on,
+  MCP App bindings and the MCP routes;
+- `agent/`: the agent endpoint (an MCP server of the development server's own, off by
+  default) and its tools;
 - `sessions/`: the host-session routes, their server-sent-events stream and the PTY engine
   (`sessions/pty/`);
-- `workbench/`: the Workbench page (`page/workbench.html`), the session hand-over and the
-  OpenAPI document;
+- `workbench/`: the Workbench page (`static/`), the session hand-over, the OpenAPI document
+  and the App frame (MCP App previews on an origin of their own);
 - `evals/`: evaluation runs (trials as host sessions of a server of their own, graded,
   compared and reported) and the `bundle-evals` command; its API is `bundle_server.evals`;
-- `_dev_server`, `_runner`, `_project_config`: the server wired together, its command, and the
-  project's server configuration.
+- `_dev_server`, `_runner`, `_project_config`, `_ids`: the server wired together, its command,
+  the project's server configuration, and resource ids.
 """
 
 from bundle_server._dev_server import DevServer, start_dev_server

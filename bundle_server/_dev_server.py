@@ -6,27 +6,32 @@ against BundleConfig.json; a bad one raises ConfigInvalid with nothing to undo. 
 `dev.hosts` are the host-session executables, with `host_executables` on top per host kind.
 Then, in this order, each step registered for undoing as it succeeds:
 
+0. (with the server object) the trace hub, the raw-log hub and the project event hub, which
+   every service publishes into, and a session token and a separate receipt token
+   (`new_token`);
 1. the project's server lock (`project.lock`): a second server on the same project is refused
    with ProjectAlreadyServed before it touches anything of the first one's;
-2. the trace hub, the raw-log hub and the bridge feeding the server's loggers into it, and
-   the project event hub;
-3. a session token and a separate receipt token (`new_token`);
-4. the loopback shell, bound first so the app knows its own port (its Host guard needs it);
-5. the project loop (not started yet) and the host-session manager, which launches hosts
-   with the development install the loop attaches;
-6. the app (`create_app`), served by the shell from its own thread;
-7. the receipt endpoint file, written once the server listens, and the lock's holder record;
-8. one `diagnostic` / `server.started` trace entry; the project loop starts (the initial
+2. the bridge feeding the server's loggers into the log hub;
+3. the loopback shell, bound first so the app knows its own port (its Host guard needs it);
+4. the services, each made by its row of the service table (`_services.SERVICES`), in its
+   order: the project loop (not started yet), route invocations, the development runtime, the
+   MCP service, the agent endpoint when asked for, the host-session manager (which launches
+   hosts with the development install the loop attaches) and the App frame;
+5. the app (`create_app`, given every service), served by the shell from its own thread; then
+   each row's `serve` step: the MCP loop runs in the shell's hub, the agent endpoint listens;
+6. the receipt endpoint file, written once the server listens, and the lock's holder record;
+7. one `diagnostic` / `server.started` trace entry; the project loop starts (the initial
    build runs in the build worker, the watcher follows edits); the browser when `open` is
    set.
 
 If any step fails, what was done is undone (`close`) and the error propagates: no thread,
-socket or file is left behind. `close()` undoes everything, in reverse, and is idempotent.
+socket or file is left behind. `close()` undoes everything and is idempotent: the endpoint
+file first, then the services in the order of their rows' `closes` (the shell stops among
+them, after the hubs), then the log bridge and the lock.
 """
 
 from __future__ import annotations
 
-import functools
 import gc
 import os
 import threading
@@ -36,7 +41,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from bundle_contract._build import layout
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import validate
@@ -44,11 +48,11 @@ from bundle_server._http.app import BundleApp, create_app
 from bundle_server._http.guard import new_token
 from bundle_server._http.shell import LoopbackShell
 from bundle_server._project_config import host_overrides, read_project_config
+from bundle_server._services import FIRST_BUILD_WAIT as FIRST_BUILD_WAIT  # re-exported
+from bundle_server._services import ServiceAttribute, Services
 from bundle_server.agent.endpoint import AgentEndpoint
-from bundle_server.agent.tools import agent_server
 from bundle_server.invocations.service import InvocationService
 from bundle_server.logs.hub import LogBridge, LogHub
-from bundle_server.mcp.bridge import AsyncBridge
 from bundle_server.mcp.service import McpService
 from bundle_server.project.hub import ProjectHub
 from bundle_server.project.lock import ServerLock
@@ -59,16 +63,11 @@ from bundle_server.receipts.endpoint_file import (
 )
 from bundle_server.runtime.service import RuntimeService
 from bundle_server.sessions.pty import SessionManager
-from bundle_server.sessions.pty._engine import Engine, wait_for
-from bundle_server.sessions.pty._ledger import reap_leftovers
-from bundle_server.sessions.pty._manager import unattached
 from bundle_server.trace.hub import TraceHub
 from bundle_server.workbench.app_frame import AppFrame
 from bundle_server.workbench.handlers import token_parameter
 
 HOST = "127.0.0.1"
-# How long a session created while the first build runs waits for its install (seconds).
-FIRST_BUILD_WAIT = get_spec().limit("build-time")["maximum"] / 1000
 # The route a browser opens first; its query parameter typed SessionToken carries the session.
 WORKBENCH_ROUTE = "workbench.index"
 
@@ -115,8 +114,20 @@ class DevServer:
 
     `url` is the server's origin, `workbench_url` the address to open in a browser (it carries
     the session token once; the server swaps it for a cookie). Use as a context manager or call
-    `close()`.
+    `close()`. Its services are in `services`, by the rows of `_services.SERVICES`; `hub`,
+    `logs`, `project` ... name them for callers. The rows' factories read this object: its
+    options and tokens, `environ`, `watch`, `agent_api`, `host_executables`, the `shell`, and
+    the services made before theirs.
     """
+
+    # The services callers use, by name (None where this server has none).
+    project = ServiceAttribute(ProjectLoop)
+    invocations = ServiceAttribute(InvocationService)
+    runtime = ServiceAttribute(RuntimeService)
+    mcp = ServiceAttribute(McpService)
+    agent = ServiceAttribute(AgentEndpoint)  # when `agent_api` asked for it
+    sessions = ServiceAttribute(SessionManager)
+    app_frame = ServiceAttribute(AppFrame)
 
     def __init__(
         self,
@@ -136,23 +147,15 @@ class DevServer:
         # caller's, and wins per host kind.
         config = read_project_config(self.project_root)
         self._explicit_hosts = dict(host_executables or {})
-        self._host_executables = self._executables(config)
+        self.host_executables = self.executables(config)
         # The agent endpoint: asked for by the caller, or by the project's development config
         # (DevConfig `agentApi` of a bundle.config.json, read here, at start).
-        self._agent_api = bool(options["agentApi"] or config.get("dev", {}).get("agentApi"))
+        self.agent_api = bool(options["agentApi"] or config.get("dev", {}).get("agentApi"))
         self._check_responses = check_responses
-        self._watch = watch
-        self._environ = dict(environ if environ is not None else os.environ)
-        self.sessions: SessionManager | None = None
-        self.project: ProjectLoop | None = None
-        self.invocations: InvocationService | None = None
-        self.runtime: RuntimeService | None = None
-        self.mcp: McpService | None = None
-        # The agent endpoint, when `agent_api` asked for it; its token is its own.
-        self.agent: AgentEndpoint | None = None
+        self.watch = watch
+        self.environ = dict(environ if environ is not None else os.environ)
+        # The agent endpoint's token is its own.
         self.agent_token = new_token()
-        self.app_frame: AppFrame | None = None
-        self.project_events = ProjectHub()
         self._lock_file: ServerLock | None = None
         # Whether `open` reached a browser; None when it was not asked for.
         self.browser_opened: bool | None = None
@@ -162,10 +165,13 @@ class DevServer:
         self.port = 0
         self.url = ""
         self.workbench_url = ""
+        # The hubs every service publishes into, made first (their rows close them).
         self.hub = TraceHub()
         self.logs = LogHub()
+        self.project_events = ProjectHub()
+        self.services = Services(hub=self.hub, logs=self.logs, project_events=self.project_events)
         self._bridge: LogBridge | None = None
-        self._shell: LoopbackShell | None = None
+        self.shell: LoopbackShell | None = None
         self._app: BundleApp | None = None
         self._endpoint_written = False
         self._closed = False
@@ -180,105 +186,21 @@ class DevServer:
     def _start(self, header_timeout: float | None, opener: Callable[[str], object]) -> None:
         self._lock_file = ServerLock.acquire(self.project_root)
         self._bridge = LogBridge(self.logs, trace=self.hub).attach()
-        self._shell = LoopbackShell(HOST, self.options["port"], header_timeout=header_timeout)
-        self.port = self._shell.port
-        self.url = self._shell.url
+        self.shell = LoopbackShell(HOST, self.options["port"], header_timeout=header_timeout)
+        self.port = self.shell.port
+        self.url = self.shell.url
         self.workbench_url = self.url + workbench_path(self.session_token)
-        self.project = ProjectLoop(
-            self.project_root,
-            hub=self.project_events,
-            trace=self.hub,
-            install_hosts=self.options["installHosts"],
-            environ=self._environ,
-            watch=self._watch,
-            in_use=self._epochs_in_use,
-        )
-        # A bundle.config.py is read by the build only: its dev.hosts apply from the first
-        # epoch built with it on (an explicit host_executables still wins per host kind). The
-        # first listener of an adoption: a session asked for right after it finds them set.
-        self.project.on_adopted(self._adopt_config_hosts)
-        # What a killed predecessor's sessions left running ends before any session starts.
-        ledger = self.project.state_path(layout().session_ledger)
-        if ledger is not None:
-            killed = reap_leftovers(ledger, get_spec().variable("host-session-id"))
-            if killed:
-                self.hub.publish(
-                    "diagnostic",
-                    "sessions.reaped",
-                    f"ended {killed} process(es) left running by a server that was killed",
-                    status="ok",
-                )
-        # Routes run in worker processes of the active epoch; never in this one.
-        project = self.project
-        self.invocations = InvocationService(
-            project.active_epoch,
-            functools.partial(self.hub.publish),
-            lambda: project.config,
-            self.project_events.publish,
-        )
-        self.runtime = RuntimeService(
-            self.invocations,
-            project.active_epoch,
-            self.project_events.publish,
-            functools.partial(self.hub.publish),
-        )
-        # MCP servers run as their own processes; the SDK speaks to them on an asyncio loop.
-        # Hosted by the server's own thread once it serves (see mcp/bridge.py for why).
-        self.mcp = McpService(
-            project.active_epoch,
-            project.epochs,
-            project.installs,
-            self.hub.publish,
-            bridge=AsyncBridge(hosted=True),
-        )
-        mcp = self.mcp
-        project.on_adopted(lambda: threading.Thread(target=mcp.retire, daemon=True).start())
-        # Each adopted epoch compiles its runtime generation, off the project loop's thread.
-        runtime = self.runtime
-        project.on_adopted(
-            lambda: threading.Thread(target=runtime.compile, name="runtime", daemon=True).start()
-        )
-        # The agent endpoint (off by default): its URL and token go to every host session.
-        session_env = None
-        if self._agent_api:
-            self.agent = self._new_agent()  # its port is bound now; it serves once the loop runs
-            session_env = dict(os.environ) | {
-                get_spec().variable("agent-url"): self.agent.url,
-                get_spec().variable("agent-token"): self.agent_token,
-            }
-        self.sessions = SessionManager(
-            self.project_root,
-            attach=self._attach,
-            ledger=ledger,
-            executables=self._host_executables,
-            env=session_env,
-            publish=functools.partial(self.hub.publish, "session"),
-            engine=self._shell_engine,
-        )
-        # MCP App previews run on an origin of their own (see workbench/app_frame.py).
-        self.app_frame = AppFrame(
-            [self.url, f"http://localhost:{self.port}", *self.options["workbenchDevOrigins"]]
-        )
-        self.app_frame.start()
+        self.services.start(self)
         self._app = create_app(
             port=self.port,
             session_token=self.session_token,
-            hub=self.hub,
-            logs=self.logs,
             receipt_token=self.receipt_token,
             dev_origins=self.options["workbenchDevOrigins"],
-            sessions=self.sessions,
-            project=self.project,
             check_responses=self._check_responses,
-            invocations=self.invocations,
-            runtime=self.runtime,
-            mcp=self.mcp,
-            app_frame=self.app_frame.page_url,
+            **self.services.named(),
         )
-        self._shell.start(self._app)
-        self.mcp.bridge.start_in(self._shell.loop)
-        if self.agent is not None:
-            self.agent.start()
+        self.shell.start(self._app)
+        self.services.serve(self)
         write_receipt_endpoint(self.project_root, self.url, self.receipt_token)
         self._endpoint_written = True
         self._lock_file.describe(self.url)
@@ -288,51 +210,15 @@ class DevServer:
         # Frozen before the project loop starts, so its builds' garbage stays collectable.
         freeze_heap()
         self._froze_heap = True
-        self.project.start()
+        self.services.get(ProjectLoop).start()
         if self.options["open"]:
             # webbrowser.open answers False when no browser can be run (a headless machine).
             self.browser_opened = opener(self.workbench_url) is not False
 
-    def _new_agent(self) -> AgentEndpoint:
-        assert self.project is not None and self.mcp is not None
-        project = self.project
-        server = agent_server(
-            hub=self.hub,
-            status=self.status,
-            build=lambda: project.invalidate("manual", []),
-            invocations=self.invocations,
-        )
-        return AgentEndpoint(self.mcp.bridge, server, self.agent_token, self.project_root)
-
-    def _shell_engine(self) -> Engine:
-        # The sessions' I/O runs in the shell's own hub (see `sessions/pty/_engine.py` for why);
-        # `close()` ends every session before it stops the shell.
-        assert self._shell is not None and self._shell.thread is not None
-        return Engine.borrow(self._shell.loop, self._shell.thread)
-
-    def _attach(self, host: str) -> tuple[str | None, Path | None]:
-        # What a new host session launches with (see SessionManager): nothing in a bare
-        # project, else the adopted epoch's install for that host, or AB8263.
-        assert self.project is not None
-        if self.project.bare:
-            return None, None
-        # Cooperatively: this runs in the server's hub, which must go on serving meanwhile.
-        wait_for(self.project.first_build, FIRST_BUILD_WAIT)
-        attachment = self.project.attachment(host)
-        if attachment is None:
-            raise unattached(host)
-        return attachment.epoch_id, attachment.plugin_dir
-
-    def _adopt_config_hosts(self) -> None:
-        assert self.project is not None and self.sessions is not None
-        self.sessions.set_executables(self._executables(self.project.config or {}))
-
-    def _executables(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        # The config's dev.hosts, with an explicit host_executables winning per host kind.
+    def executables(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The host-session executables: the config's dev.hosts, with an explicit
+        `host_executables` winning per host kind."""
         return {**host_overrides(config), **self._explicit_hosts}
-
-    def _epochs_in_use(self) -> set[str]:
-        return self.sessions.epochs_in_use() if self.sessions is not None else set()
 
     @property
     def closed(self) -> bool:
@@ -341,10 +227,10 @@ class DevServer:
     def status(self) -> dict[str, Any]:
         """The live ProjectStatus (seed 001): source, build, artifact, host adoption and the
         development runtime."""
-        assert self.project is not None
-        status = self.project.status()
-        if self.runtime is not None:
-            status["runtime"] = self.runtime.status()
+        status = self.services.get(ProjectLoop).status()
+        runtime = self.services.find(RuntimeService)
+        if runtime is not None:
+            status["runtime"] = runtime.status()
         validate("ProjectStatus.json", status)
         return status
 
@@ -373,27 +259,11 @@ class DevServer:
             if self._endpoint_written:
                 remove_receipt_endpoint(self.project_root, self.receipt_token)
         finally:
-            # Builds stop, then sessions, then the hubs, before the shell: that ends live
-            # streams, so their requests finish instead of waiting out the shell's grace.
+            # By the rows' `closes`: the agent endpoint, builds, sessions, invocations, MCP,
+            # then the hubs, before the shell: that ends live streams, so their requests finish
+            # instead of waiting out the shell's grace.
             try:
-                # The agent first: its tools use the services closed below.
-                if self.agent is not None:
-                    self.agent.close()
-                if self.project is not None:
-                    self.project.close()
-                if self.sessions is not None:
-                    self.sessions.close()
-                if self.invocations is not None:
-                    self.invocations.close()
-                if self.mcp is not None:
-                    self.mcp.close()
-                self.hub.close()
-                self.logs.close()
-                self.project_events.close()
-                if self._shell is not None:
-                    self._shell.stop()
-                if self.app_frame is not None:
-                    self.app_frame.stop()
+                self.services.close(self._stop_shell)
             finally:
                 if self._bridge is not None:
                     self._bridge.detach()
@@ -402,6 +272,10 @@ class DevServer:
                 # Last: until everything above is stopped, the project is still ours.
                 if self._lock_file is not None:
                     self._lock_file.close()
+
+    def _stop_shell(self) -> None:
+        if self.shell is not None:
+            self.shell.stop()
 
     def __enter__(self) -> DevServer:
         return self

@@ -2,13 +2,16 @@
 
 An artifact root R holds `src/handlers.py` (the handlers below) and, per host kind,
 `hosts/<host>/` with wrappers at `hooks/<NativeEvent>` (written by `wrapper_source`, mode 0755)
-and the documents of `plugin_files`. Wrappers run as real subprocesses, as a host runs them.
+and the documents of `plugin_files`; the plugin reaches the handlers through its own `src`
+(hard links to R/src's files, so a test may still edit them there). Wrappers run as real subprocesses, as
+a host runs them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -149,7 +152,10 @@ def native_input(host: str, native: str, **extra: Any) -> dict[str, Any]:
                 value = int(value)
             payload[key] = value
     for field, key in row.get("payload_keys", {}).items():
-        payload[key] = native if field == "hookEventName" else f"{field}-1"
+        value: Any = native if field == "hookEventName" else f"{field}-1"
+        if row.get("payload_decode", {}).get(field) == "level":
+            value = {"level": value}  # as Claude sends effort
+        payload[key] = value
     payload.update(extra)
     return payload
 
@@ -182,6 +188,9 @@ def add_wrapper(
     native = native_event(host, event)
     path = root / "hosts" / host / "hooks" / native
     path.parent.mkdir(parents=True, exist_ok=True)
+    source = root / "hosts" / host / runtime.ARTIFACT_SOURCES
+    if not source.exists():  # hard links: the same files, and a copy of the plugin is whole
+        shutil.copytree(root / runtime.ARTIFACT_SOURCES, source, copy_function=os.link)
     path.write_text(
         wrapper_source(
             python=python,
@@ -190,7 +199,7 @@ def add_wrapper(
             event=event,
             handler=f"handlers:{handler}",
             timeout=timeout,
-            root_from_wrapper="../../..",
+            root_from_wrapper="..",
         ),
         encoding="utf-8",
     )

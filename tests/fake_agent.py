@@ -4,8 +4,12 @@
     python -I -S tests/fake_agent.py --host host_a --plugin-dir /path/to/hosts/host_a
 
 It reads spec/hosts.toml itself (as a host knows its own formats; it never imports
-bundle_contract) and finds its plugin directory in its arguments exactly as hosts.toml
-`plugin_args` says the real host is pointed at one. At start it reads the plugin's hooks
+bundle_contract) and finds its plugin directory as hosts.toml [host.attach] says the real host
+is given one: in its arguments, or installed in its home by its own CLI commands, which it
+answers too (`plugin marketplace add ROOT` remembers the marketplace, `plugin add P@M` and
+`extensions link DIR` copy the plugin to the row's `installed` place). These are the tests'
+model of the real CLIs, whose behaviour tests/test_real_hosts.py checks. At start it reads the
+plugin's hooks
 document, runs the SessionStart-like hooks, prints `context: <text>` for any additional
 context, then `ready`. Then, one command per input line:
 
@@ -40,7 +44,7 @@ per line, run in order; without plugin arguments no hook runs (a bare host):
 The SessionStart-like hooks run first, as in a session. At the end the Stop-like hooks run,
 the output says the final message and the host's session id in the shapes hosts.toml gives
 (one JSON line per shape), and the transcript (one line per tool call, shaped by hosts.toml
-tool_calls) is at the row's `transcript` path under $HOME.
+tool_calls) is at the row's `transcript` path under $HOME, or the host's own home.
 
 Imported by the tests, it gives `FAKE_AGENT` (this file) and `agent(host)`, a host
 executable entry running it.
@@ -48,8 +52,11 @@ executable entry running it.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -102,23 +109,78 @@ def plugin_dir_in(template: list[str], args: list[str]) -> str | None:
     return found or None
 
 
-def plugin_dir_from(template: list[str], args: list[str]) -> str:
-    """The plugin directory given in `args`, read through the host's plugin_args template."""
-    if len(args) != len(template):
-        raise SystemExit(f"fake agent: expected arguments like {template}, got {args}")
-    found = None
-    for pattern, arg in zip(template, args, strict=True):
-        if PLUGIN_DIR_TOKEN not in pattern:
-            if arg != pattern:
-                raise SystemExit(f"fake agent: expected {pattern!r}, got {arg!r}")
+def placeholders(pattern: str, arg: str) -> dict[str, str] | None:
+    """The placeholder values of `arg` read through `pattern` ("{plugin}@{marketplace}"),
+    or None when the literal parts differ."""
+    regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>.+?)", re.escape(pattern))
+    found = re.fullmatch(regex, arg)
+    return found.groupdict() if found else None
+
+
+def home_of(row: dict) -> str | None:
+    """The host's home of this run ([host.attach] home variable), if the host has one."""
+    home = row.get("attach", {}).get("home")
+    return os.environ.get(home["variable"]) if home else None
+
+
+def attach_step(row: dict, args: list[str]) -> bool:
+    """Answer one of the row's attach commands as the real CLI would; False for other args."""
+    attach, home = row.get("attach", {}), home_of(row)
+    for template in attach.get("commands", []):
+        if len(template) != len(args) or home is None:
             continue
-        prefix, _, suffix = pattern.partition(PLUGIN_DIR_TOKEN)
-        if not (arg.startswith(prefix) and arg.endswith(suffix)):
-            raise SystemExit(f"fake agent: {arg!r} does not match {pattern!r}")
-        found = arg[len(prefix) : len(arg) - len(suffix)]
-    if not found:
-        raise SystemExit("fake agent: no plugin directory given")
-    return found
+        values: dict[str, str] = {}
+        for pattern, arg in zip(template, args, strict=True):
+            found = placeholders(pattern, arg)
+            if found is None:
+                break
+            values.update(found)
+        else:
+            remembered = os.path.join(home, ".fake-marketplace")
+            if "marketplace_root" in values:
+                with open(remembered, "w") as handle:
+                    handle.write(values["marketplace_root"])
+                return True
+            if "plugin_dir" in values:
+                source = values["plugin_dir"]
+            else:
+                with open(remembered) as handle:
+                    root = handle.read()
+                with open(os.path.join(root, attach["marketplace"]["document"])) as handle:
+                    document = json.load(handle)
+                entry = next(p for p in document["plugins"] if p["name"] == values["plugin"])
+                source = os.path.join(root, entry["source"]["path"])
+            shutil.copytree(source, installed_place(row, home, values))  # a snapshot
+            return True
+    return False
+
+
+def installed_place(row: dict, home: str, values: dict[str, str]) -> str:
+    pattern = row["attach"]["installed"].replace("*", "0.0.0")
+    for name, value in values.items():
+        pattern = pattern.replace("{" + name + "}", value)
+    return os.path.join(home, pattern)
+
+
+def attached(row: dict, args: list[str]) -> tuple[str | None, list[str]]:
+    """(the plugin directory this run is given, the arguments after the attach ones)."""
+    attach = row.get("attach", {})
+    template = attach.get("args", [])
+    head = args[: len(template)]
+    if not template or len(head) != len(template):
+        plugin = None
+    elif any(PLUGIN_DIR_TOKEN in pattern for pattern in template):
+        plugin = plugin_dir_in(template, head)
+    elif head == template:
+        home = home_of(row) or ""
+        pattern = attach["installed"].replace("{plugin}", "*").replace("{marketplace}", "*")
+        found = sorted(glob.glob(os.path.join(home, pattern)))
+        if len(found) != 1:
+            raise SystemExit(f"fake agent: expected one installed plugin in {home}, got {found}")
+        plugin = found[0]
+    else:
+        plugin = None
+    return plugin, (args[len(template) :] if plugin is not None else args)
 
 
 def prompt_from(template: list[str], args: list[str]) -> tuple[str, list[str]] | None:
@@ -352,8 +414,13 @@ class Batch:
 
     def transcript_path(self) -> str:
         cwd_slug = "".join(c if c.isalnum() and c.isascii() else "-" for c in os.getcwd())
-        path = self.batch["transcript"].format(
-            home=os.environ["HOME"], session_id=self.agent.session, cwd_slug=cwd_slug
+        home = os.environ["HOME"]
+        attach_home = self.agent.row.get("attach", {}).get("home")
+        host_home = home_of(self.agent.row) or os.path.join(
+            home, (attach_home or {}).get("user_home", "~").removeprefix("~").lstrip("/")
+        )
+        path = self.batch.get("transcript", "{home}/.fake-transcript.jsonl").format(
+            home=home, host_home=host_home, session_id=self.agent.session, cwd_slug=cwd_slug
         )
         return path.replace("*", "x")  # one concrete file the glob finds
 
@@ -431,15 +498,16 @@ def main(argv: list[str]) -> int:
     row = host_row(argv[1])
     if "session" not in row:
         raise SystemExit(f"fake agent: {argv[1]} is not a session host")
-    # Non-interactive: [plugin arguments] then the batch arguments, the prompt among them.
-    template, args = row["session"]["plugin_args"], argv[2:]
-    plugin = plugin_dir_in(template, args[: len(template)])
-    batch = prompt_from(
-        row.get("batch", {}).get("args", []), args[len(template) :] if plugin else args
-    )
+    if attach_step(row, argv[2:]):
+        return 0
+    # Non-interactive: [attach arguments] then the batch arguments, the prompt among them.
+    plugin, rest = attached(row, argv[2:])
+    batch = prompt_from(row.get("batch", {}).get("args", []), rest)
     if batch is not None and not batch[1]:
         return Batch(Agent(row, plugin)).run(batch[0])
-    session = Agent(row, plugin_dir_from(row["session"]["plugin_args"], argv[2:]))
+    if plugin is None or rest:
+        raise SystemExit(f"fake agent: no plugin given the way hosts.toml says, in {argv[2:]}")
+    session = Agent(row, plugin)
     session.start()
     for raw in sys.stdin.buffer:
         line = raw.decode("utf-8").strip()

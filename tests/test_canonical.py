@@ -126,6 +126,7 @@ def test_the_four_host_kinds(spec: Spec) -> None:
     for host in hosts.values():
         assert host["source"] == "decision" and len(host["why"]) >= 8
     steps = {s for h in hosts.values() for e in h["event"] for s in e.get("decode", {}).values()}
+    steps |= {s for h in hosts.values() for s in h.get("payload_decode", {}).values()}
     assert steps == {d["name"] for d in spec.rows("events", "decode")}
 
 

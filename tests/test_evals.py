@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _evals import host_env
 from _projects import config, copy_example, write_project
 from fake_agent import agent
 
@@ -80,7 +81,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     home.mkdir()
     with create_eval_harness(
         project,
-        host_env={"HOME": str(home)},
+        host_env=host_env(home),
         host_executables=fake_hosts(),
         keep_workspaces=root / "workspaces",
     ) as harness:
@@ -271,11 +272,12 @@ def test_host_b_output_and_transcript_are_read_in_its_own_shapes(tmp_path: Path)
     }  # fmt: skip
     suite.write_text(json.dumps({"name": "codex", "host": "host_b", "cases": [case]}))
     record = run_host_b_trial(
-        project, suite, "codex", host_env={"HOME": str(home)}, host_executables=fake_hosts()
+        project, suite, "codex", host_env=host_env(home), host_executables=fake_hosts()
     )
     assert record["host"] == "host_b"
     assert record["status"] == "passed", record["verdicts"]
-    assert "/.codex/sessions/" in record["transcriptPath"]
+    # In the trial's own Codex home (hosts.toml [host.attach] home), beside its workspace.
+    assert record["transcriptPath"].split(".home/")[1].startswith("sessions/")
 
 
 # -- budgets and errors ------------------------------------------------------------------
@@ -343,7 +345,9 @@ def test_a_host_that_cannot_start_makes_the_trial_an_error(tmp_path: Path) -> No
     case = {"id": "nohost", "prompt": "say hi", "graders": [{"type": "exit", "exitCode": 0}]}
     suite.write_text(json.dumps({"name": "nohost", "cases": [case]}))
     missing = {"host_a": {"executable": str(tmp_path / "no-such-host")}}
-    with create_eval_harness(project, host_executables=missing) as harness:
+    with create_eval_harness(
+        project, host_env=host_env(tmp_path), host_executables=missing
+    ) as harness:
         record = harness.trial(suite, "nohost")
     assert record["status"] == "error"
     assert record["error"].startswith("the host could not start: no executable")
@@ -438,7 +442,7 @@ def test_a_resume_refuses_a_changed_bundle(tmp_path: Path) -> None:
     case = {"id": "c", "prompt": "say hi", "graders": [{"type": "exit", "exitCode": 0}]}
     suite.write_text(json.dumps({"name": "changed", "trials": 2, "cases": [case]}))
     out = tmp_path / "run"
-    seams: dict[str, Any] = {"host_env": {"HOME": str(tmp_path)}, "host_executables": fake_hosts()}
+    seams: dict[str, Any] = {"host_env": host_env(tmp_path), "host_executables": fake_hosts()}
     run_evals(suite, out=out, **seams)
     (project / "handlers.py").write_text(
         (project / "handlers.py").read_text() + "\n# a change to the bundle\n"
@@ -456,7 +460,7 @@ def test_kept_workspaces_outlive_the_harness(tmp_path: Path) -> None:
         suite,
         out=tmp_path / "run",
         keep_workspaces=True,
-        host_env={"HOME": str(tmp_path)},
+        host_env=host_env(tmp_path),
         host_executables=fake_hosts(),
     )
     kept = [Path(r["workspace"]) for r in record["results"]]
@@ -469,7 +473,7 @@ def test_a_with_arm_needs_a_built_bundle(tmp_path: Path) -> None:
     suite = project / "evals.json"
     case = {"id": "c", "prompt": "say hi", "graders": [{"type": "exit", "exitCode": 0}]}
     suite.write_text(json.dumps({"name": "unbuilt", "cases": [case]}))
-    seams: dict[str, Any] = {"host_env": {"HOME": str(tmp_path)}, "host_executables": fake_hosts()}
+    seams: dict[str, Any] = {"host_env": host_env(tmp_path), "host_executables": fake_hosts()}
     with create_eval_harness(project, **seams) as harness:
         with pytest.raises(EvalBundleMissing, match="no built bundle"):
             harness.run(suite, tmp_path / "run")
@@ -555,7 +559,7 @@ def test_the_library_api_runs_and_compares_and_runs_single_trials(tmp_path: Path
     case = {"id": "deny", "prompt": f"{DENIED}\nsay ok",
             "graders": [{"type": "file", "path": "ran.txt", "exists": False}]}  # fmt: skip
     suite.write_text(json.dumps({"name": "api", "trials": 3, "cases": [case]}))
-    seams: dict[str, Any] = {"host_env": {"HOME": str(home)}, "host_executables": fake_hosts()}
+    seams: dict[str, Any] = {"host_env": host_env(home), "host_executables": fake_hosts()}
     # The project is found above the suite (it holds bundle.config.json).
     with_bundle = run_evals(suite, out=tmp_path / "a", **seams)
     without = run_evals(suite, out=tmp_path / "b", arms=["without"], **seams)
@@ -589,7 +593,7 @@ def test_the_example_suite_shows_what_safe_shell_changes(tmp_path: Path) -> None
     record = run_evals(
         path,
         out=tmp_path / "run",
-        host_env={"HOME": str(home)},
+        host_env=host_env(home),
         host_executables=fake_hosts(),
     )
     rates = {c["caseId"]: {a: s["passRate"] for a, s in c["arms"].items()} for c in record["cases"]}

@@ -15,9 +15,10 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
-from _evals import run, trial
+from _evals import host_env, opt_ins, run, trial
 from _projects import config, write_project
 from fake_agent import agent
+from fake_dead_host import dead_host
 
 from bundle_contract._validation import problems
 from bundle_server.evals.rundir import read_run
@@ -25,8 +26,13 @@ from bundle_server.evals.rundir import read_run
 SLOW = 'tool Bash {"command": "echo x > done.txt"}\nsleep 0.3\nsay ok'
 
 
-def project_with(tmp_path: Path, cases: list[dict[str, Any]], **settings: Any) -> Path:
-    hosts = {"host_a": agent("host_a"), "host_b": agent("host_b")}
+def project_with(
+    tmp_path: Path,
+    cases: list[dict[str, Any]],
+    hosts: dict[str, Any] | None = None,
+    **settings: Any,
+) -> Path:
+    hosts = hosts or {"host_a": agent("host_a"), "host_b": agent("host_b")}
     project = write_project(tmp_path / "project", config(dev={"hosts": hosts}))
     suite = project / "evals" / "suite.json"
     suite.parent.mkdir()
@@ -41,7 +47,7 @@ def evals(*args: str, home: Path, **popen: Any) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "HOME": str(home)},
+        env={**os.environ, **host_env(home)},
         **popen,
     )
 
@@ -161,6 +167,50 @@ def test_usage_and_unusable_inputs_exit_2(tmp_path: Path) -> None:
         evals("compare", str(a_file), str(a_file), "--out", str(tmp_path / "no" / "x"), home=home)
     )
     assert code == 2 and "Traceback" not in stderr
+
+
+def test_a_trial_whose_host_died_makes_the_run_exit_1_in_its_words(tmp_path: Path) -> None:
+    words = "Error: cannot be used with root/sudo privileges"
+    cases = [
+        {"id": "dies", "prompt": f"{words}\nexit 1", "graders": [{"type": "exit", "exitCode": 1}]},
+    ]
+    # A threshold of 0 is reached by any pass rate: the exit code is the error's alone.
+    suite = project_with(tmp_path, cases, {"host_a": dead_host()}, passThreshold=0)
+    out = tmp_path / "run"
+    code, stdout, stderr = finish(
+        evals("run", str(suite), "--out", str(out), home=tmp_path / "home")
+    )
+    assert code == 1, stderr
+    finished = [e for e in progress(stderr) if e["type"] == "trial.finished"]
+    assert [e["status"] for e in finished] == ["error"]
+    assert (
+        "1 trial(s) ended in error and were not graded; dies [with] #0: the host exited with"
+        f" code 1 without a final message; it printed:\n{words}"
+    ) in stdout
+    record = read_run(out)
+    assert record["cases"][0]["arms"]["with"]["statuses"]["error"] == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is of a run as root")
+def test_a_run_as_root_without_the_opt_in_exits_2_before_any_trial(tmp_path: Path) -> None:
+    case = {"id": "c", "prompt": "say ok", "graders": [{"type": "exit", "exitCode": 0}]}
+    suite = project_with(tmp_path, [case])
+    out = tmp_path / "run"
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k not in opt_ins()} | {"HOME": str(home)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bundle_server.evals.cli", "run", str(suite), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    code, _, stderr = finish(process)
+    assert code == 2
+    assert "AB8263: host_a refuses to run its non-interactive mode as root" in stderr
+    for variable, value in opt_ins().items():
+        assert f"{variable} is unset" in stderr and f"{variable}={value}" in stderr
+    assert not out.exists()  # refused before the run began
 
 
 def run_record(path: Path, run_id: str, passes: dict[str, list[bool]]) -> Path:

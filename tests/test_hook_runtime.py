@@ -172,15 +172,37 @@ def test_the_other_hosts_answer_in_their_own_shapes(root: Path) -> None:
 @pytest.mark.parametrize(
     ("host", "native"), [("host_c", "BeforeTool"), ("host_d", "beforeMCPExecution")]
 )
-def test_hosts_without_tool_use_ids_cannot_build_a_before_tool_payload(
+def test_a_before_tool_handler_runs_on_hosts_that_send_no_tool_id(
     root: Path, host: str, native: str
 ) -> None:
-    # The seed requires toolUseId; neither host sends one, and a payload is never fabricated.
+    # hooks.toml unsent: the handler runs and its deny takes effect; the id is absent from
+    # the payload, never fabricated.
+    stdin = native_input(host, native)
+    payload = handler_payload(host, "beforeTool", stdin)
+    assert "toolUseId" not in payload and payload["toolName"] == "Bash"
     done = run_hook(root, host, "beforeTool", "deny_bash")
+    assert done.returncode == 0 and done.stderr == b""
+    assert "no shell" in json.dumps(answer(done))
+    assert payload_gaps(host, "beforeTool") == []
+    assert payload_gaps(host, "stop") == []
+
+
+def test_a_host_that_has_a_tool_id_key_must_send_it(root: Path) -> None:
+    stdin = native_input("host_a", "PreToolUse")
+    del stdin["tool_use_id"]
+    with pytest.raises(NativeDecodeFailed, match="missing required property 'toolUseId'"):
+        handler_payload("host_a", "beforeTool", stdin)
+    done = run_hook(root, "host_a", "beforeTool", "deny_bash", stdin)
     assert (done.returncode, done.stdout) == (0, b"")
     assert "missing required property 'toolUseId'" in done.stderr.decode()
-    assert payload_gaps(host, "beforeTool") == ["toolUseId"]
-    assert payload_gaps(host, "stop") == []
+
+
+def test_a_silent_continue_on_gemini_is_an_empty_object(root: Path) -> None:
+    # Gemini shows a hook's stderr to the user when its stdout is empty: hosts.toml empty_answer.
+    done = run_hook(root, "host_c", "stop", "allow")
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"{}", b"")
+    claude = run_hook(root, "host_a", "stop", "allow")
+    assert (claude.returncode, claude.stdout) == (0, b"")
 
 
 def test_a_part_the_host_cannot_carry_is_left_out_and_said(root: Path) -> None:
@@ -231,7 +253,7 @@ def test_the_handler_gets_payload_and_a_read_only_context(root: Path, tmp_path: 
     assert seen["nativeEvent"] == "Stop"
     assert seen["nativeInput"] == stdin
     assert (seen["target"], seen["contextWritable"]) == ("host_b", False)
-    assert seen["path0"] == str(root / "src")
+    assert seen["path0"] == str(root / "hosts" / "host_b" / "src")  # the plugin's own
 
 
 def test_the_success_path_loads_nothing_heavy(root: Path, tmp_path: Path) -> None:
@@ -419,7 +441,10 @@ def test_the_receipt_is_found_through_the_dev_link(
     (project / ".bundle").mkdir(parents=True)
     endpoint = {"url": receiver.url, "token": "linked-token", "pid": os.getpid()}
     (project / runtime.RECEIPT_ENDPOINT_PATH).write_text(json.dumps(endpoint))
-    (root / runtime.DEV_LINK_PATH).write_text(json.dumps({"version": 1, "project": str(project)}))
+    plugin = root / "hosts" / "host_b"  # the dev link lies in the plugin, and travels with it
+    plugin.mkdir(parents=True)
+    link = {"version": 1, "project": str(project)}
+    (plugin / runtime.DEV_LINK_PATH).write_text(json.dumps(link))
     done = run_hook(root, "host_b", "afterTool", "after")
     assert answer(done)["hookSpecificOutput"]["additionalContext"] == "seen Bash in PostToolUse"
     assert only_receipt(receiver)["execution"]["event"] == "tool/after"
@@ -471,8 +496,7 @@ def test_a_plain_interpreter_path_gets_a_direct_shebang() -> None:
 def test_host_d_payloads_go_through_the_decode_steps() -> None:
     stdin = native_input("host_d", "beforeMCPExecution")
     assert isinstance(stdin["tool_input"], str)
-    with pytest.raises(NativeDecodeFailed, match="toolUseId"):
-        handler_payload("host_d", "beforeTool", stdin)  # Cursor sends no tool use id there
+    assert handler_payload("host_d", "beforeTool", stdin)["toolInput"] == TOOL_INPUT
     stop = handler_payload("host_d", "stop", native_input("host_d", "stop", loop_count=2))
     assert stop["stopHookActive"] is True
     assert stop["turnId"] == "turnId-1"
@@ -524,7 +548,8 @@ def test_native_answers_per_host() -> None:
         "hookSpecificOutput": {"hookEventName": "BeforeTool", "tool_input": {"a": 1}}
     }
     for host in ("host_a", "host_b", "host_c", "host_d"):
-        assert native_answer(host, "stop", native_event(host, "stop"), None) == (b"", ())
+        silent = b"{}" if host == "host_c" else b""  # hosts.toml empty_answer
+        assert native_answer(host, "stop", native_event(host, "stop"), None) == (silent, ())
 
 
 def test_trace_events_and_receipt_conform() -> None:

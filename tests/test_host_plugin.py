@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from bundle_contract._generated import runtime
+from bundle_contract._host_attach import attach_plan, attach_row
 from bundle_contract._host_plugin import (
     HOOK_FORMATS,
     hook_command,
@@ -23,6 +24,7 @@ from bundle_contract._host_plugin import (
 )
 from bundle_contract._spec import Spec, SpecError, load_spec
 from tests._hook_tree import Receiver, add_plugin, clean_environ, make_root, start_receiver
+from bundle_server.sessions.pty._attach import apply as apply_attach
 from tests.fake_agent import FAKE_AGENT, agent
 
 HOSTS = ("host_a", "host_b", "host_c", "host_d")
@@ -71,10 +73,13 @@ def test_every_host_has_a_plugin_and_the_session_hosts_launch_with_one(spec: Spe
         row = host_row(spec, kind)
         assert row["plugin"]["hooks_format"] in HOOK_FORMATS
         assert len(row["plugin"]["modelled_on"]) > 20
-    assert [k for k in HOSTS if "session" in host_row(spec, k)] == ["host_a", "host_b"]
-    args = {k: host_row(spec, k)["session"]["plugin_args"] for k in ("host_a", "host_b")}
-    assert args["host_a"] == ["--plugin-dir", "{plugin_dir}"]
-    assert args["host_a"] != args["host_b"]
+    launchable = [k for k in HOSTS if "session" in host_row(spec, k)]
+    assert launchable == ["host_a", "host_b", "host_c"]
+    assert [k for k in HOSTS if "attach" in host_row(spec, k)] == launchable
+    assert host_row(spec, "host_a")["attach"]["args"] == ["--plugin-dir", "{plugin_dir}"]
+    # Codex and Gemini load plugins from their own home only: a home of the session's own.
+    assert host_row(spec, "host_b")["attach"]["home"]["variable"] == "CODEX_HOME"
+    assert host_row(spec, "host_c")["attach"]["home"]["variable"] == "GEMINI_CLI_HOME"
 
 
 @pytest.mark.parametrize(
@@ -98,8 +103,8 @@ def test_every_host_has_a_plugin_and_the_session_hosts_launch_with_one(spec: Spe
          r"host_d\): plugin/hooks_format"),
         ("hosts.toml", 'turnId = "turn_id"', 'toolName = "turn_id"',
          r"payload_keys: 'toolName' is no payload field read from a native key"),
-        ("hosts.toml", 'plugin_args = ["--plugin-dir", "{plugin_dir}"]',
-         'plugin_args = ["--plugin-dir", "dir"]', r"host_a\): session/plugin_args"),
+        ("hosts.toml", 'mcp_reference = "cwd"', 'mcp_reference = "relative"',
+         r"host_b\): plugin/mcp_reference"),
         ("hooks.toml", '"toolName", "toolUseId", "toolResponse",', '"toolUseId", "toolResponse",',
          r"payload_source: field 'toolName' has 0 sources, not 1"),
         ("hooks.toml", 'canonical = "reentry"', 'canonical = "agentId"',
@@ -274,17 +279,59 @@ def test_a_hook_command_survives_a_plugin_root_with_spaces(tmp_path: Path) -> No
 
 def test_plugin_args_per_session_host() -> None:
     assert plugin_args("host_a", "/a b/hosts/host_a") == ["--plugin-dir", "/a b/hosts/host_a"]
-    assert plugin_args("host_b", Path("/x/hosts/host_b")) == ["-c", "plugin_dir=/x/hosts/host_b"]
+    assert plugin_args("host_b", Path("/x")) == ["--dangerously-bypass-hook-trust"]
+    assert plugin_args("host_c", "/x") == []
     with pytest.raises(ValueError, match="not a session host"):
-        plugin_args("host_c", "/x")
+        plugin_args("host_d", "/x")
     with pytest.raises(ValueError, match="unknown host kind"):
         plugin_args("host_z", "/x")
+
+
+def test_attach_plans_follow_the_attach_rows(tmp_path: Path) -> None:
+    user = tmp_path / "user codex"
+    plan = attach_plan(
+        "host_b",
+        "/state/install",
+        plugin="demo",
+        home=str(tmp_path / "h"),
+        user_env={"CODEX_HOME": str(user), "HOME": "/nowhere"},
+    )
+    home = str(tmp_path / "h")
+    assert plan.env == {"CODEX_HOME": home}
+    assert plan.carry == (
+        (str(user / "auth.json"), "auth.json"),
+        (str(user / "config.toml"), "config.toml"),
+    )
+    assert plan.copies == (("/state/install", "marketplace/demo"),)
+    document = json.loads(plan.files["marketplace/.agents/plugins/marketplace.json"])
+    assert document == {
+        "name": "bundle-dev",
+        "plugins": [{"name": "demo", "source": {"source": "local", "path": "./demo"}}],
+    }
+    assert plan.commands == (
+        ("plugin", "marketplace", "add", f"{home}/marketplace"),
+        ("plugin", "add", "demo@bundle-dev"),
+    )
+    assert plan.installed == "plugins/cache/bundle-dev/demo/*"
+    # Without CODEX_HOME the user's own home is ~/.codex.
+    default = attach_plan("host_b", "/i", plugin="demo", home=home, user_env={"HOME": "/u"})
+    assert default.carry[0][0] == os.path.expanduser("~/.codex/auth.json")
+    gemini = attach_plan("host_c", "/i", plugin="demo", home=home, user_env={})
+    assert gemini.commands == (("extensions", "link", "/i", "--consent"),)
+    assert gemini.env == {"GEMINI_CLI_HOME": home} and gemini.args == ()
+    claude = attach_plan("host_a", "/i", plugin="demo", home=None)
+    assert (claude.home, claude.args, claude.commands) == (None, ("--plugin-dir", "/i"), ())
+    with pytest.raises(ValueError, match="give home="):
+        attach_plan("host_b", "/i", plugin="demo", home=None)
+    with pytest.raises(ValueError, match="not a session host"):
+        attach_plan("host_d", "/i", plugin="demo", home=None)
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"python": "python3"}, "must be absolute"),
+        ({"python": "../bin/./python"}, "relative path"),
+        ({"python": '../b"in/python'}, "cannot be quoted"),
         ({"python": '/opt/my "py"/python'}, "cannot be quoted"),
         ({"python": "/opt/a b/$HOME/python"}, "cannot be quoted"),
         ({"handler": "handlers.deny"}, "module:function"),
@@ -321,9 +368,19 @@ def receiver() -> Iterator[Receiver]:
 
 
 def run_agent(host: str, plugin_dir: Path, cwd: Path, lines: list[str], env: dict[str, str]) -> str:
+    """Run the fake agent with `plugin_dir` attached as a session attaches it (its plan applied:
+    a home of its own where the host has one, the host CLI's own install commands run)."""
     entry = agent(host)
     assert isinstance(entry["args"], list)
-    command = [str(entry["executable"]), *entry["args"], *plugin_args(host, plugin_dir)]
+    host_command = [str(entry["executable"]), *entry["args"]]
+    home = None
+    if "home" in attach_row(host):
+        home = str(cwd.parent / f"{host}-home")
+        os.mkdir(home)
+    plan = attach_plan(host, plugin_dir, plugin="demo-bundle", home=home, user_env=env)
+    env = {**env, **plan.env}
+    apply_attach(plan, host_command, env)
+    command = [*host_command, *plan.args]
     done = subprocess.run(
         command,
         input="".join(line + "\n" for line in lines).encode(),
@@ -392,7 +449,7 @@ def test_the_fake_agent_reads_its_plugin_dir_as_the_host_is_pointed(tmp_path: Pa
     assert isinstance(entry["args"], list)
     wrong = [str(entry["executable"]), *entry["args"], "--plugin-dir", str(plugin)]
     done = subprocess.run(wrong, input=b"quit\n", capture_output=True, timeout=30, check=False)
-    assert done.returncode != 0 and b"expected" in done.stderr
+    assert done.returncode != 0 and b"no plugin given the way hosts.toml says" in done.stderr
     out = run_agent("host_b", plugin, tmp_path, ["stop"], clean_environ())
     assert out == "ready\r\nstop-deny: write the tests first\r\n"
 

@@ -116,8 +116,10 @@ def test_a_host_session_runs_the_bundle_and_a_new_epoch_reaches_a_restarted_sess
     authority = session["authority"]
     assert authority["epochId"] == epoch["id"]
     plugin_dir = Path(authority["installDestination"])
-    assert plugin_dir.is_dir() and plugin_dir.name == "host_a"
-    dev_link = json.loads((plugin_dir.parent.parent / ".bundle-dev.json").read_text())
+    assert plugin_dir.is_dir() and plugin_dir.name == epoch["id"]
+    assert plugin_dir.parent.name == "host_a"
+    assert (plugin_dir / ".claude-plugin" / "plugin.json").is_file()
+    dev_link = json.loads((plugin_dir / ".bundle-dev.json").read_text())
     assert dev_link == {"version": 1, "project": str(root.resolve())}
 
     verdict = run_tool(project, session)

@@ -130,7 +130,7 @@ def test_malformed_and_unknown_ids(make_server: Any) -> None:
         {"host": "host_a", "cols": 80, "rows": DIM_MAX + 1},
         {"host": "host_a", "cols": 80, "rows": "24"},
         {"host": "host_a", "cols": 80},
-        {"host": "host_c", "cols": 80, "rows": 24},
+        {"host": "host_d", "cols": 80, "rows": 24},
         {"host": "host_a", "cols": 80, "rows": 24, "extra": 1},
         {"host": "host_a", "cols": 80, "rows": 24, "prompt": 5},
         {"host": "host_a", "cols": 80.5, "rows": 24},

@@ -134,7 +134,9 @@ def build_project(
         if (out is None) == (epochs is None):
             raise ValueError("give exactly one of out= and epochs=")
         outside: list[str] = []
-        sources = scan(root, spec_layout, exclude=out if out is not None else epochs, outside=outside)
+        sources = scan(
+            root, spec_layout, exclude=out if out is not None else epochs, outside=outside
+        )
         digests = digest_sources(sources, cache)
         result.source_revision = revision(digests)
         if on_started is not None:
@@ -236,7 +238,9 @@ def _write_artifact(
         if server["kind"] == "compiled":
             text = launcher_source(server["server"], spec_layout.sources)
             relative = launcher_path(spec_layout, server["name"])
-            files.append((write_generated(staging, relative, text.encode(), executable=True), "generated"))
+            files.append(
+                (write_generated(staging, relative, text.encode(), executable=True), "generated")
+            )
     payloads = []
     for prebuilt in config.get("prebuilts", []):
         # The payload's files as the scan found them: ignore rules and the symlink rule hold.
@@ -257,8 +261,12 @@ def _write_artifact(
             payload["runtimeDependencies"] = list(prebuilt["packages"])
         payloads.append(payload)
     servers = mcp_rows(config, spec_layout)
+    # What every plugin directory holds too, so that it is whole on its own.
+    shared = [item for item, _kind in files]
     projections: list[Projection] = [
-        write_projection(staging, project_root, host, config, servers, spec_layout, python=python)
+        write_projection(
+            staging, project_root, host, config, servers, spec_layout, shared=shared, python=python
+        )
         for host in config["targets"]
     ]
     for projection in projections:
@@ -295,7 +303,8 @@ def _write_artifact(
     manifest_bytes = serialize_artifact_manifest(manifest)
     (staging / MANIFEST_NAME).write_bytes(manifest_bytes)
     target_digests = {
-        p.host: _digest_rows((item.relative, item.sha256) for item, _ in p.files) for p in projections
+        p.host: _digest_rows((item.relative, item.sha256) for item, _ in p.files)
+        for p in projections
     }
     model = {
         "config": config,

@@ -26,7 +26,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="bundle-build", description="Build a bundle project into an artifact root."
     )
     parser.add_argument("project", help="the project directory (holding bundle.config.py/json)")
-    parser.add_argument("--out", help="the artifact root to write (default PROJECT/.bundle/artifact)")
+    parser.add_argument(
+        "--out", help="the artifact root to write (default PROJECT/.bundle/artifact)"
+    )
     parser.add_argument("--json", action="store_true", help="print the build result as JSON")
     args = parser.parse_args(argv)
     project = Path(args.project)

@@ -27,6 +27,7 @@ class Layout:
     plugins: str  # inside the artifact root: "hosts/{host}"
     wrappers: str  # inside a plugin directory: the generated hook wrappers
     mcp_launchers: str  # inside the artifact root: generated compiled-server launchers
+    interpreter: str  # inside a plugin directory: the script naming the machine's Python
     default_out: str  # inside the project: where `bundle-build` writes without --out
     skill_document: str  # the file a skill directory must hold
     state_default: str
@@ -91,6 +92,7 @@ def layout() -> Layout:
         plugins=artifact["plugins"],
         wrappers=artifact["wrappers"],
         mcp_launchers=artifact["mcp_launchers"],
+        interpreter=artifact["interpreter"],
         default_out=artifact["default_out"],
         skill_document=artifact["skill_document"],
         state_default=state["default"],

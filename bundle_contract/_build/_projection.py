@@ -4,6 +4,12 @@ For each target host kind, `hosts/<host>/` holds what that host loads: its plugi
 its hooks document naming one generated wrapper per native event, its MCP document and the
 skills. The wrappers, documents and their formats are the host's own (spec/hosts.toml, through
 `_host_plugin` and `_hook_runtime`); this module decides what goes where.
+
+A plugin directory is self-contained: nothing in it reaches outside it, so a copy (a zip, a
+host's plugin cache, an install) works as the original. It holds hard links to the artifact's
+sources, launchers and payloads (`shared`), and its own interpreter script, the one file that
+names the machine's Python; wrappers and MCP entries run that script, reached as each host
+names its plugin root (hosts.toml root_variable, mcp_reference).
 """
 
 from __future__ import annotations
@@ -11,25 +17,25 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bundle_contract._build._layout import Layout
 from bundle_contract._build._references import hook_handlers, payload_id
-from bundle_contract._build._sources import Copied, write_generated
+from bundle_contract._build._sources import Copied, link_staged, write_generated
 from bundle_contract._host_plugin import (
     host_row,
+    interpreter_source,
+    mcp_roots,
     named_wrappers,
     payload_gaps,
     plugin_files,
-    root_placeholder,
     wrapper_source,
 )
 from bundle_contract._manifest._launch import PathTokenRoots, stdio_server_entry
 from bundle_contract._spec import get_spec
-
 
 
 @dataclass
@@ -70,7 +76,10 @@ def mcp_rows(config: Mapping[str, Any], layout: Layout) -> list[dict[str, Any]]:
                 if "args" in server:
                     row["args"] = list(server["args"])
             elif kind == "compiled":
-                row["launch"] = {"entry": launcher_path(layout, server["name"]), "runtime": "python"}
+                row["launch"] = {
+                    "entry": launcher_path(layout, server["name"]),
+                    "runtime": "python",
+                }
             else:
                 launch: dict[str, Any] = {
                     "entry": f"{payload_path(server['payload'])}/{server['entry']}",
@@ -114,14 +123,21 @@ def write_projection(
     mcp_servers: list[dict[str, Any]],
     layout: Layout,
     *,
+    shared: Sequence[Copied] = (),
     python: str = sys.executable,
 ) -> Projection:
-    """Write `hosts/<host>/` into the staging artifact and describe it."""
+    """Write `hosts/<host>/` into the staging artifact and describe it; `shared` are staged
+    artifact files the plugin holds too (sources, launchers, payloads), at the same paths."""
     root = layout.plugin_dir(host)
     projection = Projection(host=host, root=root)
     natives = native_events(host)
     families = handler_families()
-    depth = "/".join([".."] * (root.count("/") + 2))  # from <root>/<wrappers>/ up to the artifact
+    up = "/".join([".."] * (layout.wrappers.count("/") + 1))  # from <wrappers>/ to the plugin
+    for item in link_staged(staging, shared, root):
+        projection.files.append((item, "bundle"))
+    script = interpreter_source(python).encode()
+    interpreter = write_generated(staging, f"{root}/{layout.interpreter}", script, executable=True)
+    projection.files.append((interpreter, "generated"))
     bindings: list[tuple[str, str, float | None]] = []
     for event, reference, timeout in hook_handlers(dict(config)):
         native = natives.get(families[event])
@@ -139,13 +155,13 @@ def write_projection(
             )
         relative = f"{layout.wrappers}/{native}"
         source = wrapper_source(
-            python=python,
+            python=f"{up}/{layout.interpreter}",
             host=host,
             native=native,
             event=event,
             handler=reference,
             timeout=timeout,
-            root_from_wrapper=depth,
+            root_from_wrapper=up,
         )
         wrapper = write_generated(staging, f"{root}/{relative}", source.encode(), executable=True)
         projection.files.append((wrapper, "generated"))
@@ -153,7 +169,7 @@ def write_projection(
         bindings.append((native, relative, timeout))
     for copied, kind in _skills(staging, project_root, root, config, layout):
         projection.files.append((copied, kind))
-    entries = _mcp_entries(host, mcp_servers, python)
+    entries = _mcp_entries(host, mcp_servers, layout)
     documents = plugin_files(
         host, application=config["application"], hooks=bindings, mcp_servers=entries
     )
@@ -173,15 +189,21 @@ def write_projection(
     return projection
 
 
-def _mcp_entries(host: str, servers: list[dict[str, Any]], python: str) -> dict[str, Any]:
-    artifact = f"{root_placeholder(host)}/../.."
+def _mcp_entries(host: str, servers: list[dict[str, Any]], layout: Layout) -> dict[str, Any]:
+    """The MCP document's entries: every path inside the plugin, named as the host resolves
+    it (substituted root variable, or relative to the plugin root the server starts in)."""
+    plugin_root, cwd = mcp_roots(host)
     roots = PathTokenRoots(
-        plugin_data=f"{artifact}/data", plugin_root=artifact, workspace_root="."
+        plugin_data=f"{plugin_root}/data", plugin_root=plugin_root, workspace_root="."
     )
+    python = f"{plugin_root}/{layout.interpreter}"
     entries: dict[str, Any] = {}
     for server in servers:
         if server["transport"] == "stdio":
-            entries[server["name"]] = stdio_server_entry(server, roots, python=python)
+            entry = stdio_server_entry(server, roots, python=python)
+            if cwd is not None:
+                entry["cwd"] = cwd
+            entries[server["name"]] = entry
         else:
             entries[server["name"]] = {"type": "http", "url": server["url"]}
     return entries

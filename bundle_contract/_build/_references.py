@@ -27,7 +27,6 @@ from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import ConfigInvalid, HandlerUnresolved, SkillInvalid
 
 
-
 @contextlib.contextmanager
 def project_imports(root: Path) -> Iterator[None]:
     """Import the project's modules fresh, and forget them afterwards.
@@ -110,7 +109,9 @@ def module_file(root: Path, module: str) -> Path | None:
 def _imported(root: Path, reference: str, where: str) -> list[ContractError]:
     module_name, _, attribute = reference.partition(":")
     if module_file(root, module_name) is None:
-        return [HandlerUnresolved(f"{where}: {reference}: no module {module_name!r} in the project")]
+        return [
+            HandlerUnresolved(f"{where}: {reference}: no module {module_name!r} in the project")
+        ]
     try:
         module = importlib.import_module(module_name)
     except SyntaxError as error:
@@ -136,7 +137,11 @@ def _imported(root: Path, reference: str, where: str) -> list[ContractError]:
         ]
     origin = getattr(module, "__file__", None)
     if origin is None or not Path(origin).resolve().is_relative_to(root.resolve()):
-        return [HandlerUnresolved(f"{where}: {reference}: {module_name!r} is not a module of the project")]
+        return [
+            HandlerUnresolved(
+                f"{where}: {reference}: {module_name!r} is not a module of the project"
+            )
+        ]
     target = getattr(module, attribute, None)
     if target is None:
         relative = Path(origin).resolve().relative_to(root.resolve()).as_posix()
@@ -155,7 +160,9 @@ def _bound(root: Path, reference: str, where: str) -> list[ContractError]:
     module_name, _, attribute = reference.partition(":")
     path = module_file(root, module_name)
     if path is None:
-        return [HandlerUnresolved(f"{where}: {reference}: no module {module_name!r} in the project")]
+        return [
+            HandlerUnresolved(f"{where}: {reference}: no module {module_name!r} in the project")
+        ]
     relative = path.relative_to(root).as_posix()
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
@@ -208,9 +215,7 @@ def _skills(root: Path, config: dict[str, Any], config_name: str) -> list[Contra
             continue
         folder = root / directory
         if not _inside(root, folder) or not folder.is_dir():
-            found.append(
-                SkillInvalid(f"{where}: no directory {directory!r}", {"path": directory})
-            )
+            found.append(SkillInvalid(f"{where}: no directory {directory!r}", {"path": directory}))
         elif not (folder / layout().skill_document).is_file():
             found.append(
                 SkillInvalid(
@@ -318,4 +323,3 @@ def _duplicates(config: dict[str, Any], config_name: str) -> list[ContractError]
 
 def _inside(root: Path, path: Path) -> bool:
     return path.resolve().is_relative_to(root.resolve())
-

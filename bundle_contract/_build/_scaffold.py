@@ -49,7 +49,9 @@ def new_project(directory: Path) -> Path:
     config = directory / CONFIG
     text = config.read_text(encoding="utf-8")
     text = text.replace(f'"id": "{TEMPLATE_ID}"', f'"id": "{slug}"', 1)
-    text = text.replace(f'"name": "{TEMPLATE_NAME}"', f'"name": "{slug.replace("-", " ").capitalize()}"', 1)
+    text = text.replace(
+        f'"name": "{TEMPLATE_NAME}"', f'"name": "{slug.replace("-", " ").capitalize()}"', 1
+    )
     config.write_text(text, encoding="utf-8")
     return directory
 
@@ -65,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     except (FileExistsError, FileNotFoundError, OSError) as error:
         print(f"bundle-devkit: {error}", file=sys.stderr)
         return 2
-    print(f"created {created}\n\n  bundle-server {created}\n\nthen open the Workbench URL it prints.")
+    print(
+        f"created {created}\n\n  bundle-server {created}\n\nthen open the Workbench URL it prints."
+    )
     return 0
 
 

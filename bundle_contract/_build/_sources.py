@@ -20,9 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import stat as stat_module
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -274,3 +275,20 @@ def write_generated(staging: Path, relative: str, content: bytes, *, executable:
     if executable:
         os.chmod(target, 0o755)
     return Copied(relative, len(content), hashlib.sha256(content).hexdigest())
+
+
+def link_staged(staging: Path, files: Sequence[Copied], prefix: str) -> list[Copied]:
+    """Give each already staged file a second name under `staging/prefix/`: a hard link (the
+    same bytes, the same digest, no copy), else a copy on a filesystem without links."""
+    linked: list[Copied] = []
+    made: set[Path] = set()
+    for item in files:
+        relative = f"{prefix}/{item.relative}"
+        target = staging / relative
+        if target.parent not in made:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made.add(target.parent)
+        if not _link(staging / item.relative, target):
+            shutil.copy2(staging / item.relative, target)
+        linked.append(Copied(relative, item.bytes, item.sha256))
+    return linked

@@ -44,7 +44,9 @@ POLL_SECONDS = 0.05
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 3:
-        print("usage: python -m bundle_contract._build._worker PROJECT EPOCHS CACHE", file=sys.stderr)
+        print(
+            "usage: python -m bundle_contract._build._worker PROJECT EPOCHS CACHE", file=sys.stderr
+        )
         return 2
     # A server that blocks SIGINT and SIGTERM for its own sigwait passes the mask on; the
     # worker must die of the SIGTERM that stops it.

@@ -2,10 +2,15 @@
 
 # host kind -> handler event -> (native event, family, ((payload field, native key,
 # decode step or None), ...)), in payload field order (hooks.toml payload_source).
-BINDINGS = {'host_a': {'sessionStart': ('SessionStart', 'session/start', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('permissionMode', 'permission_mode', None), ('transcriptPath', 'transcript_path', None), ('source', 'source', None))), 'beforeTool': ('PreToolUse', 'tool/before', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('permissionMode', 'permission_mode', None), ('transcriptPath', 'transcript_path', None), ('toolInput', 'tool_input', None), ('toolName', 'tool_name', None), ('toolUseId', 'tool_use_id', None))), 'afterTool': ('PostToolUse', 'tool/after', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('permissionMode', 'permission_mode', None), ('transcriptPath', 'transcript_path', None), ('toolInput', 'tool_input', None), ('toolName', 'tool_name', None), ('toolUseId', 'tool_use_id', None), ('toolResponse', 'tool_response', None))), 'stop': ('Stop', 'stop', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('permissionMode', 'permission_mode', None), ('transcriptPath', 'transcript_path', None), ('stopHookActive', 'stop_hook_active', None), ('lastAssistantMessage', 'last_assistant_message', None))), 'agentStart': ('SubagentStart', 'agent/start', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('permissionMode', 'permission_mode', None), ('transcriptPath', 'transcript_path', None), ('agentId', 'agent_id', None), ('agentType', 'agent_type', None))), 'agentStop': ('SubagentStop', 'agent/stop', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('permissionMode', 'permission_mode', None), ('transcriptPath', 'transcript_path', None), ('agentType', 'agent_type', None), ('stopHookActive', 'stop_hook_active', None), ('agentId', 'agent_id', None), ('agentTranscriptPath', 'agent_transcript_path', None), ('lastAssistantMessage', 'last_assistant_message', None)))}, 'host_b': {'sessionStart': ('SessionStart', 'session/start', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('permissionMode', 'permission_mode', None), ('turnId', 'turn_id', None), ('transcriptPath', 'transcript_path', None), ('source', 'source', None))), 'beforeTool': ('PreToolUse', 'tool/before', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('permissionMode', 'permission_mode', None), ('turnId', 'turn_id', None), ('transcriptPath', 'transcript_path', None), ('toolInput', 'tool_input', None), ('toolName', 'tool_name', None), ('toolUseId', 'tool_use_id', None))), 'afterTool': ('PostToolUse', 'tool/after', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('permissionMode', 'permission_mode', None), ('turnId', 'turn_id', None), ('transcriptPath', 'transcript_path', None), ('toolInput', 'tool_input', None), ('toolName', 'tool_name', None), ('toolUseId', 'tool_use_id', None), ('toolResponse', 'tool_response', None))), 'stop': ('Stop', 'stop', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('permissionMode', 'permission_mode', None), ('turnId', 'turn_id', None), ('transcriptPath', 'transcript_path', None), ('stopHookActive', 'stop_hook_active', None), ('lastAssistantMessage', 'last_assistant_message', None))), 'agentStart': ('SubagentStart', 'agent/start', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('permissionMode', 'permission_mode', None), ('turnId', 'turn_id', None), ('transcriptPath', 'transcript_path', None), ('agentId', 'agent_id', None), ('agentType', 'agent_type', None))), 'agentStop': ('SubagentStop', 'agent/stop', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('permissionMode', 'permission_mode', None), ('turnId', 'turn_id', None), ('transcriptPath', 'transcript_path', None), ('agentType', 'agent_type', None), ('stopHookActive', 'stop_hook_active', None), ('agentId', 'agent_id', None), ('agentTranscriptPath', 'agent_transcript_path', None), ('lastAssistantMessage', 'last_assistant_message', None)))}, 'host_c': {'sessionStart': ('SessionStart', 'session/start', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('transcriptPath', 'transcript_path', None), ('source', 'source', None))), 'beforeTool': ('BeforeTool', 'tool/before', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('transcriptPath', 'transcript_path', None), ('toolInput', 'tool_input', None), ('toolName', 'tool_name', None))), 'afterTool': ('AfterTool', 'tool/after', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('transcriptPath', 'transcript_path', None), ('toolInput', 'tool_input', None), ('toolName', 'tool_name', None), ('toolResponse', 'tool_response', None))), 'stop': ('AfterAgent', 'stop', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('transcriptPath', 'transcript_path', None), ('stopHookActive', 'stop_hook_active', None), ('lastAssistantMessage', 'prompt_response', None)))}, 'host_d': {'beforeTool': ('beforeMCPExecution', 'tool/before', (('sessionId', 'conversation_id', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('turnId', 'generation_id', None), ('transcriptPath', 'transcript_path', None), ('toolInput', 'tool_input', 'json-string'), ('toolName', 'tool_name', None))), 'afterTool': ('afterMCPExecution', 'tool/after', (('sessionId', 'conversation_id', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('turnId', 'generation_id', None), ('transcriptPath', 'transcript_path', None), ('toolInput', 'tool_input', 'json-string'), ('toolName', 'tool_name', None), ('toolResponse', 'result_json', 'json-string'))), 'stop': ('stop', 'stop', (('sessionId', 'conversation_id', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('turnId', 'generation_id', None), ('transcriptPath', 'transcript_path', None), ('stopHookActive', 'loop_count', 'positive-count'))), 'agentStart': ('subagentStart', 'agent/start', (('sessionId', 'conversation_id', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('turnId', 'generation_id', None), ('transcriptPath', 'transcript_path', None))), 'agentStop': ('subagentStop', 'agent/stop', (('sessionId', 'conversation_id', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('turnId', 'generation_id', None), ('transcriptPath', 'transcript_path', None), ('stopHookActive', 'loop_count', 'positive-count')))}}
+BINDINGS = {'host_a': {'sessionStart': ('SessionStart', 'session/start', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('effort', 'effort', 'level'), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('permissionMode', 'permission_mode', None), ('promptId', 'prompt_id', None), ('transcriptPath', 'transcript_path', None), ('source', 'source', None))), 'beforeTool': ('PreToolUse', 'tool/before', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('effort', 'effort', 'level'), ('hookEventName', 'hook_event_name', None), ('permissionMode', 'permission_mode', None), ('promptId', 'prompt_id', None), ('transcriptPath', 'transcript_path', None), ('toolInput', 'tool_input', None), ('toolName', 'tool_name', None), ('toolUseId', 'tool_use_id', None))), 'afterTool': ('PostToolUse', 'tool/after', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('effort', 'effort', 'level'), ('hookEventName', 'hook_event_name', None), ('permissionMode', 'permission_mode', None), ('promptId', 'prompt_id', None), ('transcriptPath', 'transcript_path', None), ('toolInput', 'tool_input', None), ('toolName', 'tool_name', None), ('toolUseId', 'tool_use_id', None), ('toolResponse', 'tool_response', None))), 'stop': ('Stop', 'stop', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('effort', 'effort', 'level'), ('hookEventName', 'hook_event_name', None), ('permissionMode', 'permission_mode', None), ('promptId', 'prompt_id', None), ('transcriptPath', 'transcript_path', None), ('stopHookActive', 'stop_hook_active', None), ('lastAssistantMessage', 'last_assistant_message', None))), 'agentStart': ('SubagentStart', 'agent/start', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('effort', 'effort', 'level'), ('hookEventName', 'hook_event_name', None), ('permissionMode', 'permission_mode', None), ('promptId', 'prompt_id', None), ('transcriptPath', 'transcript_path', None), ('agentId', 'agent_id', None), ('agentType', 'agent_type', None))), 'agentStop': ('SubagentStop', 'agent/stop', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('effort', 'effort', 'level'), ('hookEventName', 'hook_event_name', None), ('permissionMode', 'permission_mode', None), ('promptId', 'prompt_id', None), ('transcriptPath', 'transcript_path', None), ('agentType', 'agent_type', None), ('stopHookActive', 'stop_hook_active', None), ('agentId', 'agent_id', None), ('agentTranscriptPath', 'agent_transcript_path', None), ('lastAssistantMessage', 'last_assistant_message', None)))}, 'host_b': {'sessionStart': ('SessionStart', 'session/start', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('permissionMode', 'permission_mode', None), ('turnId', 'turn_id', None), ('transcriptPath', 'transcript_path', None), ('source', 'source', None))), 'beforeTool': ('PreToolUse', 'tool/before', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('permissionMode', 'permission_mode', None), ('turnId', 'turn_id', None), ('transcriptPath', 'transcript_path', None), ('toolInput', 'tool_input', None), ('toolName', 'tool_name', None), ('toolUseId', 'tool_use_id', None))), 'afterTool': ('PostToolUse', 'tool/after', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('permissionMode', 'permission_mode', None), ('turnId', 'turn_id', None), ('transcriptPath', 'transcript_path', None), ('toolInput', 'tool_input', None), ('toolName', 'tool_name', None), ('toolUseId', 'tool_use_id', None), ('toolResponse', 'tool_response', None))), 'stop': ('Stop', 'stop', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('permissionMode', 'permission_mode', None), ('turnId', 'turn_id', None), ('transcriptPath', 'transcript_path', None), ('stopHookActive', 'stop_hook_active', None), ('lastAssistantMessage', 'last_assistant_message', None))), 'agentStart': ('SubagentStart', 'agent/start', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('permissionMode', 'permission_mode', None), ('turnId', 'turn_id', None), ('transcriptPath', 'transcript_path', None), ('agentId', 'agent_id', None), ('agentType', 'agent_type', None))), 'agentStop': ('SubagentStop', 'agent/stop', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('permissionMode', 'permission_mode', None), ('turnId', 'turn_id', None), ('transcriptPath', 'transcript_path', None), ('agentType', 'agent_type', None), ('stopHookActive', 'stop_hook_active', None), ('agentId', 'agent_id', None), ('agentTranscriptPath', 'agent_transcript_path', None), ('lastAssistantMessage', 'last_assistant_message', None)))}, 'host_c': {'sessionStart': ('SessionStart', 'session/start', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('transcriptPath', 'transcript_path', None), ('source', 'source', None))), 'beforeTool': ('BeforeTool', 'tool/before', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('transcriptPath', 'transcript_path', None), ('toolInput', 'tool_input', None), ('toolName', 'tool_name', None))), 'afterTool': ('AfterTool', 'tool/after', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('transcriptPath', 'transcript_path', None), ('toolInput', 'tool_input', None), ('toolName', 'tool_name', None), ('toolResponse', 'tool_response', None))), 'stop': ('AfterAgent', 'stop', (('sessionId', 'session_id', None), ('cwd', 'cwd', None), ('hookEventName', 'hook_event_name', None), ('transcriptPath', 'transcript_path', None), ('stopHookActive', 'stop_hook_active', None), ('lastAssistantMessage', 'prompt_response', None)))}, 'host_d': {'beforeTool': ('beforeMCPExecution', 'tool/before', (('sessionId', 'conversation_id', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('turnId', 'generation_id', None), ('transcriptPath', 'transcript_path', None), ('toolInput', 'tool_input', 'json-string'), ('toolName', 'tool_name', None))), 'afterTool': ('afterMCPExecution', 'tool/after', (('sessionId', 'conversation_id', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('turnId', 'generation_id', None), ('transcriptPath', 'transcript_path', None), ('toolInput', 'tool_input', 'json-string'), ('toolName', 'tool_name', None), ('toolResponse', 'result_json', 'json-string'))), 'stop': ('stop', 'stop', (('sessionId', 'conversation_id', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('turnId', 'generation_id', None), ('transcriptPath', 'transcript_path', None), ('stopHookActive', 'loop_count', 'positive-count'))), 'agentStart': ('subagentStart', 'agent/start', (('sessionId', 'conversation_id', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('turnId', 'generation_id', None), ('transcriptPath', 'transcript_path', None))), 'agentStop': ('subagentStop', 'agent/stop', (('sessionId', 'conversation_id', None), ('hookEventName', 'hook_event_name', None), ('model', 'model', None), ('turnId', 'generation_id', None), ('transcriptPath', 'transcript_path', None), ('stopHookActive', 'loop_count', 'positive-count')))}}
 # host kind -> family -> result part -> ((path, value), ...), or None where the host
 # cannot carry the part (hosts.toml hook_output, rows for the family winning).
 OUTPUTS = {'host_a': {'session/start': {'continue': (), 'additionalContext': ((('hookSpecificOutput', 'additionalContext'), '$additionalContext'), (('hookSpecificOutput', 'hookEventName'), '$native'))}, 'tool/before': {'continue': (), 'deny': ((('hookSpecificOutput', 'hookEventName'), '$native'), (('hookSpecificOutput', 'permissionDecision'), 'deny'), (('hookSpecificOutput', 'permissionDecisionReason'), '$reason')), 'updatedInput': ((('hookSpecificOutput', 'hookEventName'), '$native'), (('hookSpecificOutput', 'permissionDecision'), 'allow'), (('hookSpecificOutput', 'updatedInput'), '$updatedInput'))}, 'tool/after': {'continue': (), 'additionalContext': ((('hookSpecificOutput', 'additionalContext'), '$additionalContext'), (('hookSpecificOutput', 'hookEventName'), '$native'))}, 'stop': {'continue': (), 'deny': ((('decision',), 'block'), (('reason',), '$reason'))}, 'agent/start': {'continue': ()}, 'agent/stop': {'continue': (), 'deny': ((('decision',), 'block'), (('reason',), '$reason'))}}, 'host_b': {'session/start': {'continue': (), 'additionalContext': ((('hookSpecificOutput', 'additionalContext'), '$additionalContext'), (('hookSpecificOutput', 'hookEventName'), '$native'))}, 'tool/before': {'continue': (), 'deny': ((('hookSpecificOutput', 'hookEventName'), '$native'), (('hookSpecificOutput', 'permissionDecision'), 'deny'), (('hookSpecificOutput', 'permissionDecisionReason'), '$reason')), 'updatedInput': ((('hookSpecificOutput', 'hookEventName'), '$native'), (('hookSpecificOutput', 'permissionDecision'), 'allow'), (('hookSpecificOutput', 'updatedInput'), '$updatedInput'))}, 'tool/after': {'continue': (), 'additionalContext': ((('hookSpecificOutput', 'additionalContext'), '$additionalContext'), (('hookSpecificOutput', 'hookEventName'), '$native'))}, 'stop': {'continue': (), 'deny': ((('decision',), 'block'), (('reason',), '$reason'))}, 'agent/start': {'continue': ()}, 'agent/stop': {'continue': (), 'deny': ((('decision',), 'block'), (('reason',), '$reason'))}}, 'host_c': {'session/start': {'continue': (), 'additionalContext': ((('hookSpecificOutput', 'additionalContext'), '$additionalContext'), (('hookSpecificOutput', 'hookEventName'), '$native'))}, 'tool/before': {'continue': (), 'deny': ((('decision',), 'deny'), (('reason',), '$reason')), 'updatedInput': ((('hookSpecificOutput', 'hookEventName'), '$native'), (('hookSpecificOutput', 'tool_input'), '$updatedInput'))}, 'tool/after': {'continue': (), 'additionalContext': ((('hookSpecificOutput', 'additionalContext'), '$additionalContext'), (('hookSpecificOutput', 'hookEventName'), '$native'))}, 'stop': {'continue': (), 'deny': ((('decision',), 'deny'), (('reason',), '$reason'))}}, 'host_d': {'tool/before': {'continue': (), 'deny': ((('agent_message',), '$reason'), (('permission',), 'deny'), (('user_message',), '$reason')), 'updatedInput': None}, 'tool/after': {'continue': (), 'additionalContext': None}, 'stop': {'continue': (), 'deny': ((('followup_message',), '$reason'),)}, 'agent/start': {'continue': ()}, 'agent/stop': {'continue': (), 'deny': ((('followup_message',), '$reason'),)}}}
+# host kind -> handler event -> required fields the schema leaves optional (hooks.toml
+# unsent) that this host has a key for, and so must send.
+PRESENT = {'host_a': {'beforeTool': ('toolUseId',), 'afterTool': ('toolUseId',)}, 'host_b': {'beforeTool': ('toolUseId',), 'afterTool': ('toolUseId',)}}
+# host kind -> what the wrapper writes for an empty answer (hosts.toml empty_answer).
+EMPTY_ANSWERS = {'host_c': '{}'}
 # handler event -> the canonical family it serves (hooks.toml event rows).
 EVENT_FAMILIES = {'sessionStart': 'session/start', 'beforeTool': 'tool/before', 'afterTool': 'tool/after', 'stop': 'stop', 'agentStart': 'agent/start', 'agentStop': 'agent/stop'}
 DEFAULT_TIMEOUT_MS = 10000
@@ -59,14 +64,14 @@ _K5 = frozenset(('sessionId', 'cwd', 'effort', 'hookEventName', 'model', 'permis
 
 # '<sessionStart>#'
 def is_valid_sessionStart(x):
-    if not _v16(x):
+    if not _v18(x):
         return False
     return True
 
 
 # '<sessionStart>#'
 def first_error_sessionStart(x):
-    r3 = _e17(x)
+    r3 = _e19(x)
     if r3 is not None:
         return r3
     return None
@@ -74,14 +79,14 @@ def first_error_sessionStart(x):
 
 # '<beforeTool>#'
 def is_valid_beforeTool(x):
-    if not _v18(x):
+    if not _v20(x):
         return False
     return True
 
 
 # '<beforeTool>#'
 def first_error_beforeTool(x):
-    r3 = _e19(x)
+    r3 = _e21(x)
     if r3 is not None:
         return r3
     return None
@@ -89,14 +94,14 @@ def first_error_beforeTool(x):
 
 # '<afterTool>#'
 def is_valid_afterTool(x):
-    if not _v20(x):
+    if not _v22(x):
         return False
     return True
 
 
 # '<afterTool>#'
 def first_error_afterTool(x):
-    r3 = _e21(x)
+    r3 = _e23(x)
     if r3 is not None:
         return r3
     return None
@@ -104,14 +109,14 @@ def first_error_afterTool(x):
 
 # '<stop>#'
 def is_valid_stop(x):
-    if not _v22(x):
+    if not _v24(x):
         return False
     return True
 
 
 # '<stop>#'
 def first_error_stop(x):
-    r3 = _e23(x)
+    r3 = _e25(x)
     if r3 is not None:
         return r3
     return None
@@ -119,14 +124,14 @@ def first_error_stop(x):
 
 # '<agentStart>#'
 def is_valid_agentStart(x):
-    if not _v24(x):
+    if not _v26(x):
         return False
     return True
 
 
 # '<agentStart>#'
 def first_error_agentStart(x):
-    r3 = _e25(x)
+    r3 = _e27(x)
     if r3 is not None:
         return r3
     return None
@@ -134,14 +139,14 @@ def first_error_agentStart(x):
 
 # '<agentStop>#'
 def is_valid_agentStop(x):
-    if not _v26(x):
+    if not _v28(x):
         return False
     return True
 
 
 # '<agentStop>#'
 def first_error_agentStop(x):
-    r3 = _e27(x)
+    r3 = _e29(x)
     if r3 is not None:
         return r3
     return None
@@ -179,8 +184,32 @@ def first_error_decode_positive_count(x):
     return None
 
 
+# '<decode:level>#'
+def is_valid_decode_level(x):
+    if not (type(x) is dict or isinstance(x, dict)):
+        return False
+    if 'level' not in x:
+        return False
+    v1 = x['level']
+    if not (type(v1) is str or isinstance(v1, str)):
+        return False
+    return True
+
+
+# '<decode:level>#'
+def first_error_decode_level(x):
+    if not (type(x) is dict or isinstance(x, dict)):
+        return ("", 'expected object, got ' + _tname(x))
+    if 'level' not in x:
+        return ("", "missing required property 'level'")
+    v1 = x['level']
+    if not (type(v1) is str or isinstance(v1, str)):
+        return ('/level', 'expected string, got ' + _tname(v1))
+    return None
+
+
 # 'https://bundle-devkit.dev/schema/HookPayloads.json#/$defs/sessionStart'
-def _v16(x):
+def _v18(x):
     if not (type(x) is dict or isinstance(x, dict)):
         return False
     if 'sessionId' not in x or not (x.keys() <= _K0):
@@ -228,7 +257,7 @@ def _v16(x):
 
 
 # 'https://bundle-devkit.dev/schema/HookPayloads.json#/$defs/sessionStart'
-def _e17(x):
+def _e19(x):
     if not (type(x) is dict or isinstance(x, dict)):
         return ("", 'expected object, got ' + _tname(x))
     if 'sessionId' not in x:
@@ -279,10 +308,10 @@ def _e17(x):
 
 
 # 'https://bundle-devkit.dev/schema/HookPayloads.json#/$defs/beforeTool'
-def _v18(x):
+def _v20(x):
     if not (type(x) is dict or isinstance(x, dict)):
         return False
-    if 'sessionId' not in x or 'toolInput' not in x or 'toolName' not in x or 'toolUseId' not in x or not (x.keys() <= _K1):
+    if 'sessionId' not in x or 'toolInput' not in x or 'toolName' not in x or not (x.keys() <= _K1):
         return False
     v1 = x['sessionId']
     if not (type(v1) is str or isinstance(v1, str)):
@@ -322,14 +351,15 @@ def _v18(x):
     v31 = x['toolName']
     if not (type(v31) is str or isinstance(v31, str)):
         return False
-    v34 = x['toolUseId']
-    if not (type(v34) is str or isinstance(v34, str)):
-        return False
+    if 'toolUseId' in x:
+        v34 = x['toolUseId']
+        if not (type(v34) is str or isinstance(v34, str)):
+            return False
     return True
 
 
 # 'https://bundle-devkit.dev/schema/HookPayloads.json#/$defs/beforeTool'
-def _e19(x):
+def _e21(x):
     if not (type(x) is dict or isinstance(x, dict)):
         return ("", 'expected object, got ' + _tname(x))
     if 'sessionId' not in x:
@@ -338,8 +368,6 @@ def _e19(x):
         return ("", "missing required property 'toolInput'")
     if 'toolName' not in x:
         return ("", "missing required property 'toolName'")
-    if 'toolUseId' not in x:
-        return ("", "missing required property 'toolUseId'")
     v1 = x['sessionId']
     if not (type(v1) is str or isinstance(v1, str)):
         return ('/sessionId', 'expected string, got ' + _tname(v1))
@@ -378,9 +406,10 @@ def _e19(x):
     v31 = x['toolName']
     if not (type(v31) is str or isinstance(v31, str)):
         return ('/toolName', 'expected string, got ' + _tname(v31))
-    v34 = x['toolUseId']
-    if not (type(v34) is str or isinstance(v34, str)):
-        return ('/toolUseId', 'expected string, got ' + _tname(v34))
+    if 'toolUseId' in x:
+        v34 = x['toolUseId']
+        if not (type(v34) is str or isinstance(v34, str)):
+            return ('/toolUseId', 'expected string, got ' + _tname(v34))
     for k37 in sorted(x):
         if k37 not in _K1:
             return ('/' + _esc(k37), 'additional property is not allowed')
@@ -388,10 +417,10 @@ def _e19(x):
 
 
 # 'https://bundle-devkit.dev/schema/HookPayloads.json#/$defs/afterTool'
-def _v20(x):
+def _v22(x):
     if not (type(x) is dict or isinstance(x, dict)):
         return False
-    if 'sessionId' not in x or 'toolInput' not in x or 'toolName' not in x or 'toolUseId' not in x or 'toolResponse' not in x or not (x.keys() <= _K2):
+    if 'sessionId' not in x or 'toolInput' not in x or 'toolName' not in x or 'toolResponse' not in x or not (x.keys() <= _K2):
         return False
     v1 = x['sessionId']
     if not (type(v1) is str or isinstance(v1, str)):
@@ -431,14 +460,15 @@ def _v20(x):
     v31 = x['toolName']
     if not (type(v31) is str or isinstance(v31, str)):
         return False
-    v34 = x['toolUseId']
-    if not (type(v34) is str or isinstance(v34, str)):
-        return False
+    if 'toolUseId' in x:
+        v34 = x['toolUseId']
+        if not (type(v34) is str or isinstance(v34, str)):
+            return False
     return True
 
 
 # 'https://bundle-devkit.dev/schema/HookPayloads.json#/$defs/afterTool'
-def _e21(x):
+def _e23(x):
     if not (type(x) is dict or isinstance(x, dict)):
         return ("", 'expected object, got ' + _tname(x))
     if 'sessionId' not in x:
@@ -447,8 +477,6 @@ def _e21(x):
         return ("", "missing required property 'toolInput'")
     if 'toolName' not in x:
         return ("", "missing required property 'toolName'")
-    if 'toolUseId' not in x:
-        return ("", "missing required property 'toolUseId'")
     if 'toolResponse' not in x:
         return ("", "missing required property 'toolResponse'")
     v1 = x['sessionId']
@@ -489,9 +517,10 @@ def _e21(x):
     v31 = x['toolName']
     if not (type(v31) is str or isinstance(v31, str)):
         return ('/toolName', 'expected string, got ' + _tname(v31))
-    v34 = x['toolUseId']
-    if not (type(v34) is str or isinstance(v34, str)):
-        return ('/toolUseId', 'expected string, got ' + _tname(v34))
+    if 'toolUseId' in x:
+        v34 = x['toolUseId']
+        if not (type(v34) is str or isinstance(v34, str)):
+            return ('/toolUseId', 'expected string, got ' + _tname(v34))
     for k40 in sorted(x):
         if k40 not in _K2:
             return ('/' + _esc(k40), 'additional property is not allowed')
@@ -499,7 +528,7 @@ def _e21(x):
 
 
 # 'https://bundle-devkit.dev/schema/HookPayloads.json#/$defs/stop'
-def _v22(x):
+def _v24(x):
     if not (type(x) is dict or isinstance(x, dict)):
         return False
     if 'sessionId' not in x or 'stopHookActive' not in x or not (x.keys() <= _K3):
@@ -550,7 +579,7 @@ def _v22(x):
 
 
 # 'https://bundle-devkit.dev/schema/HookPayloads.json#/$defs/stop'
-def _e23(x):
+def _e25(x):
     if not (type(x) is dict or isinstance(x, dict)):
         return ("", 'expected object, got ' + _tname(x))
     if 'sessionId' not in x:
@@ -606,7 +635,7 @@ def _e23(x):
 
 
 # 'https://bundle-devkit.dev/schema/HookPayloads.json#/$defs/agentStart'
-def _v24(x):
+def _v26(x):
     if not (type(x) is dict or isinstance(x, dict)):
         return False
     if 'sessionId' not in x or 'agentId' not in x or 'agentType' not in x or not (x.keys() <= _K4):
@@ -660,7 +689,7 @@ def _v24(x):
 
 
 # 'https://bundle-devkit.dev/schema/HookPayloads.json#/$defs/agentStart'
-def _e25(x):
+def _e27(x):
     if not (type(x) is dict or isinstance(x, dict)):
         return ("", 'expected object, got ' + _tname(x))
     if 'sessionId' not in x:
@@ -721,7 +750,7 @@ def _e25(x):
 
 
 # 'https://bundle-devkit.dev/schema/HookPayloads.json#/$defs/agentStop'
-def _v26(x):
+def _v28(x):
     if not (type(x) is dict or isinstance(x, dict)):
         return False
     if 'sessionId' not in x or 'agentType' not in x or 'stopHookActive' not in x or not (x.keys() <= _K5):
@@ -783,7 +812,7 @@ def _v26(x):
 
 
 # 'https://bundle-devkit.dev/schema/HookPayloads.json#/$defs/agentStop'
-def _e27(x):
+def _e29(x):
     if not (type(x) is dict or isinstance(x, dict)):
         return ("", 'expected object, got ' + _tname(x))
     if 'sessionId' not in x:
@@ -860,7 +889,8 @@ VALIDATORS = {
     'agentStop': (is_valid_agentStop, first_error_agentStop),
     'decode:json-string': (is_valid_decode_json_string, first_error_decode_json_string),
     'decode:positive-count': (is_valid_decode_positive_count, first_error_decode_positive_count),
+    'decode:level': (is_valid_decode_level, first_error_decode_level),
 }
 
 PAYLOAD_CHECKS = {name: VALIDATORS[name] for name in ('sessionStart', 'beforeTool', 'afterTool', 'stop', 'agentStart', 'agentStop')}
-DECODE_ACCEPTS = {name.partition(':')[2]: VALIDATORS[name][0] for name in ('decode:json-string', 'decode:positive-count')}
+DECODE_ACCEPTS = {name.partition(':')[2]: VALIDATORS[name][0] for name in ('decode:json-string', 'decode:positive-count', 'decode:level')}

@@ -26,16 +26,6 @@ from typing import TYPE_CHECKING, Any
 from werkzeug import exceptions as http
 from werkzeug.wrappers import Request, Response
 
-# Each route group's handlers register themselves by route id on import: one import per group.
-import bundle_server.invocations.handlers
-import bundle_server.logs.handlers
-import bundle_server.mcp.handlers
-import bundle_server.project.handlers
-import bundle_server.receipts.handlers
-import bundle_server.runtime.handlers
-import bundle_server.sessions.handlers
-import bundle_server.trace.handlers
-import bundle_server.workbench.handlers  # noqa: F401
 from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import InternalError, MethodNotAllowed, RouteNotFound
 from bundle_contract._spec import get_spec
@@ -60,17 +50,14 @@ from bundle_server._http.routing import (
     build_map,
     route_rows,
 )
+from bundle_server._services import Services, import_handlers
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
-    from bundle_server.invocations.service import InvocationService
-    from bundle_server.logs.hub import LogHub
-    from bundle_server.mcp.service import McpService
-    from bundle_server.project.manager import ProjectLoop
-    from bundle_server.runtime.service import RuntimeService
-    from bundle_server.sessions.pty import SessionManager
-    from bundle_server.trace.hub import TraceHub
+# Each feature's handlers register themselves by route id on import: one module per row of the
+# service table.
+import_handlers()
 
 log = logging.getLogger("bundle_server")
 
@@ -145,18 +132,11 @@ class BundleApp:
         port: int,
         session_token: str,
         receipt_token: str,
-        hub: TraceHub,
-        logs: LogHub,
         dev_origins: Iterable[str],
         handlers: Mapping[str, Handler],
+        services: Services,
         keepalive: float | None = None,
-        sessions: SessionManager | None = None,
-        project: ProjectLoop | None = None,
         check_responses: bool = True,
-        invocations: InvocationService | None = None,
-        runtime: RuntimeService | None = None,
-        mcp: McpService | None = None,
-        app_frame: str | None = None,
     ) -> None:
         if keepalive is None:
             keepalive = get_spec().limit("stream-keepalive")["maximum"] / 1000
@@ -169,17 +149,10 @@ class BundleApp:
         self._status = {rid: success_status(row) for rid, row in self._routes.items()}
         self.state = ServerState(
             port=port,
-            hub=hub,
-            logs=logs,
             session_token=session_token,
             keepalive=keepalive,
+            services=services,
             mounted=tuple(sorted(self._routes)),
-            sessions=sessions,
-            project=project,
-            invocations=invocations,
-            runtime=runtime,
-            mcp=mcp,
-            app_frame=app_frame,
         )
         self._secrets = Secrets(port, session_token, receipt_token, tuple(dev_origins))
         unguarded = sorted(r["id"] for r in self._routes.values() if r["auth"] not in GUARDED_AUTH)
@@ -311,50 +284,39 @@ def create_app(
     *,
     port: int,
     session_token: str,
-    hub: TraceHub,
-    logs: LogHub | None = None,
     receipt_token: str | None = None,
     dev_origins: Iterable[str] = (),
     handlers: Mapping[str, Handler] | None = None,
     keepalive: float | None = None,
-    sessions: SessionManager | None = None,
-    project: ProjectLoop | None = None,
     check_responses: bool = True,
-    invocations: InvocationService | None = None,
-    runtime: RuntimeService | None = None,
-    mcp: McpService | None = None,
-    app_frame: str | None = None,
+    **services: object,
 ) -> BundleApp:
     """The WSGI app of the routes that have a handler (by default every registered one).
 
     `port` is the port the server listens on: the guard accepts only loopback Hosts with it.
     `session_token` authorizes browser routes, `receipt_token` (a fresh random one when not
     given) the receipt route. `keepalive` overrides the NDJSON keep-alive interval (seconds;
-    `stream-keepalive` by default); `sessions` is the host-session manager the session routes
-    use, `project` the project loop the project routes read, `invocations` the route
-    invocations, `runtime` the development runtime, `mcp` the MCP sessions, `app_frame` the
-    App frame page's URL (the page may frame that origin). With
+    `stream-keepalive` by default). The other keywords are the services the handlers use, each
+    named by its row of `_services.SERVICES`: `hub` (the trace hub), `logs` (the log hub, a
+    fresh one when not given), `sessions`, `project`, `invocations`, `runtime`, `mcp`,
+    `app_frame` ...; a route whose service is absent answers that row's error. With
     `check_responses`, every JSON response is held to its route's schema first (a mismatch is
     a logged 500, never sent). Raises ValueError for a handler without a route row or a route
-    whose auth class has no guard yet.
+    whose auth class has no guard yet, TypeError for a keyword no row names or a service of
+    the wrong class.
     """
     from bundle_server._http.guard import new_token
     from bundle_server.logs.hub import LogHub
 
+    if services.get("logs") is None:
+        services["logs"] = LogHub()
     return BundleApp(
         port=port,
         session_token=session_token,
         receipt_token=receipt_token or new_token(),
-        hub=hub,
-        logs=logs or LogHub(),
         dev_origins=dev_origins,
         handlers=HANDLERS if handlers is None else handlers,
+        services=Services(**services),
         keepalive=keepalive,
-        sessions=sessions,
-        project=project,
         check_responses=check_responses,
-        invocations=invocations,
-        runtime=runtime,
-        mcp=mcp,
-        app_frame=app_frame,
     )

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from werkzeug.routing import Map, Rule
 
@@ -22,46 +22,34 @@ from bundle_contract._spec import get_spec, plain
 if TYPE_CHECKING:
     from werkzeug.wrappers import Request
 
-    from bundle_server.invocations.service import InvocationService
-    from bundle_server.logs.hub import LogHub
-    from bundle_server.mcp.service import McpService
-    from bundle_server.project.manager import ProjectLoop
-    from bundle_server.runtime.service import RuntimeService
-    from bundle_server.sessions.pty import SessionManager
-    from bundle_server.trace.hub import TraceHub
+    from bundle_server._services import Services
 
+T = TypeVar("T")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 Route = dict[str, Any]
 
 
 @dataclass(frozen=True)
 class ServerState:
-    """What handlers may reach: the server's own port and origin, and the shared services."""
+    """What handlers may reach: the server's own port and origin, and its services."""
 
     port: int
-    hub: TraceHub
-    logs: LogHub
     session_token: str
     # Seconds between keep-alive frames of NDJSON streams (`stream-keepalive`); a test seam.
     keepalive: float
+    # The services of this server, by their rows of `_services.SERVICES`.
+    services: Services
     # The route ids this server mounts (what its OpenAPI document describes).
     mounted: tuple[str, ...] = ()
-    # The host sessions of this server; None where none can be started (an app for tests).
-    sessions: SessionManager | None = None
-    # The project loop (builds, epochs, project events); None in an app for tests.
-    project: ProjectLoop | None = None
-    # Route invocations of the active epoch; None where routes cannot run.
-    invocations: InvocationService | None = None
-    # The development runtime (generations, runs); None where routes cannot run.
-    runtime: RuntimeService | None = None
-    # MCP sessions of the active epoch's servers; None where none are spoken to.
-    mcp: McpService | None = None
-    # The App frame's page URL (`workbench.app_frame`); None where Apps cannot be shown.
-    app_frame: str | None = None
 
-    def is_host_session(self, session_id: str) -> bool:
-        """Whether `session_id` names a host session this server started (AB8266 if not)."""
-        return self.sessions is not None and self.sessions.knows(session_id)
+    def service(self, kind: type[T]) -> T:
+        """The server's service of `kind` (e.g. `McpService`); raises its row's error (BX3003
+        unless the row names another) when this server has none."""
+        return self.services.get(kind)
+
+    def find(self, kind: type[T]) -> T | None:
+        """The server's service of `kind`, or None: for what a handler can do without."""
+        return self.services.find(kind)
 
     @property
     def server_url(self) -> str:

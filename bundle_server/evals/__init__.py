@@ -113,10 +113,12 @@ def run_evals(
     host_env: Mapping[str, str] | None = None,
     host_executables: Mapping[str, Any] | None = None,
     keep_workspaces: bool | PathLike = False,
+    model: str = "host",
 ) -> dict[str, Any]:
     """Run (or resume, when `out` holds a run of the same suite) `suite` on its project (by
     default the nearest directory above it with a bundle config); the EvalRun record, also
-    written to `out`/run.json with its reports."""
+    written to `out`/run.json with its reports. `model="scripted"` runs every case against
+    its script on a scripted model instead of the host's own."""
     checked = load_suite(suite)
     with EvalHarness(
         project or project_of(checked.path),
@@ -124,6 +126,7 @@ def run_evals(
         host_env=host_env,
         host_executables=host_executables,
         keep_workspaces=keep_workspaces,
+        model=model,
     ) as harness:
         return harness.run(
             checked,

@@ -14,10 +14,11 @@ Progress goes to stderr: a bar on a terminal, NDJSON events (EvalProgress.json) 
 `compare` takes two run directories (or run.json files); `report` rewrites a run's reports.
 
 Exit codes: 0 success (run: every case of the `with` arm, or of the only arm run, reached the
-pass threshold; compare: no case regressed); 1 run: a case below the threshold, compare: a
-case regressed; 2 a usage error, a suite, run directory or run record that is not usable, or a
-project a development server already serves; 130 interrupted (the run resumes with the same
---out).
+pass threshold and no trial ended in error; compare: no case regressed); 1 run: a case below
+the threshold or a trial in error (a host that died, a setup command that failed: not
+graded), compare: a case regressed; 2 a usage error, a suite, run directory or run record
+that is not usable, a project a development server already serves, or a host that refuses to
+run here (as root without its opt-in); 130 interrupted (the run resumes with the same --out).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 from bundle_contract._error_bases import ContractError
 from bundle_contract._spec import get_spec
 from bundle_server.evals import compare_evals
-from bundle_server.evals.harness import EvalHarness
+from bundle_server.evals.harness import MODELS, EvalHarness
 from bundle_server.evals.progress import for_stream
 from bundle_server.evals.reports import FORMATS, write_reports
 from bundle_server.evals.rundir import project_of, read_run, run_file
@@ -84,6 +85,12 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--arms", type=_listed(ARMS), help="with, without, or both")
     run.add_argument("--jobs", type=_jobs, default=1, help="trials at once")
     run.add_argument("--host", choices=SESSION_HOSTS, help="the host to run")
+    run.add_argument(
+        "--model",
+        choices=MODELS,
+        default="host",
+        help="the host's own model, or each case's script on a scripted model (no credentials)",
+    )
     run.add_argument("--keep-workspaces", action="store_true")
     run.add_argument("--formats", type=_listed(list(FORMATS)), default=list(FORMATS))
     compare = commands.add_parser("compare", help="compare run B against run A")
@@ -106,8 +113,10 @@ def command_run(args: argparse.Namespace) -> int:
     out = args.out or (
         project / ".bundle" / "evals" / f"{suite.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
-    print(f"bundle-evals: run directory {out}", file=sys.stderr)
-    with EvalHarness(project, host=host, keep_workspaces=args.keep_workspaces) as harness:
+    with EvalHarness(
+        project, host=host, keep_workspaces=args.keep_workspaces, model=args.model
+    ) as harness:
+        print(f"bundle-evals: run directory {out}", file=sys.stderr)
         record = harness.run(
             suite,
             out,
@@ -129,7 +138,14 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"  {case['caseId']}: {rates}")
     if below:
         print(f"below the pass threshold ({arm}): {', '.join(below)}")
-    return 1 if below else 0
+    errors = [r for r in record["results"] if r["status"] == "error"]
+    if errors:
+        first = errors[0]
+        print(
+            f"{len(errors)} trial(s) ended in error and were not graded;"
+            f" {first['caseId']} [{first['arm']}] #{first['index']}: {first.get('error', '')}"
+        )
+    return 1 if below or errors else 0
 
 
 def command_compare(args: argparse.Namespace) -> int:

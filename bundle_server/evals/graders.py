@@ -6,7 +6,11 @@ person needs to see why) from what the trial left (EvalSuite.json#/$defs/grader)
 - `finalMessage` and `exit` look at what the host said and how it ended;
 - `hook` counts the trial's hook executions (`hooks.trial_hooks`) of a family, host event or
   outcome;
-- `toolCalls` reads the calls the agent made from the host's transcript.
+- `toolCalls` reads the calls the agent made from the host's transcript; a call is named as
+  the host names it, or by MCP server and tool, which each host spells its own way
+  (hosts.toml [host.plugin] `mcp_tool_name`, its {plugin} the bundle's application id);
+- `model` reads what the host sent the scripted model (a run with `--model scripted`): a tool
+  it offered, and text that reached the model (a deny reason, a hook's context).
 
 A grader that cannot look (no transcript, a command that cannot start) fails with that as its
 evidence: a verdict is never silently skipped.
@@ -16,13 +20,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bundle_contract._spec import get_spec
-from bundle_server.evals.batch import ToolCall
+from bundle_server.evals.batch import ToolCall, mcp_tool_name
 from bundle_server.evals.commands import Commands
 from bundle_server.evals.text import shorten
 
@@ -41,6 +45,10 @@ class Evidence:
     tool_calls: Sequence[ToolCall] | None
     trial: Mapping[str, Any]  # the trial record so far, for a grader command's stdin
     commands: Commands
+    host: str
+    plugin: str | None = None  # the bundle's application id, for MCP tool names
+    # What the host sent the scripted model (bundle_server.model records), or None.
+    model_requests: Sequence[Mapping[str, Any]] | None = None
 
 
 def evidence_chars() -> int:
@@ -153,26 +161,81 @@ def tool_calls_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bo
     calls = evidence.tool_calls
     if calls is None:
         return False, "the host left no transcript to read tool calls from"
+    try:
+        wanted = [_wanted(want, evidence) for want in grader["calls"]]
+    except ValueError as error:
+        return False, str(error)
     made = ", ".join(c.name for c in calls) or "none"
-    wanted = grader["calls"]
     if grader.get("absent"):
-        hits = [w["name"] for w in wanted if any(_call_matches(c, w) for c in calls)]
+        hits = [w.name for w in wanted if any(w.matches(c) for c in calls)]
         return not hits, f"made {', '.join(hits)}" if hits else f"none of them made (made: {made})"
     if grader.get("ordered"):
         position = 0
         for want in wanted:
-            while position < len(calls) and not _call_matches(calls[position], want):
+            while position < len(calls) and not want.matches(calls[position]):
                 position += 1
             if position == len(calls):
-                return False, f"{want['name']} not made in order (made: {made})"
+                return False, f"{want.name} not made in order (made: {made})"
             position += 1
         return True, f"made in order (made: {made})"
-    missing = [w["name"] for w in wanted if not any(_call_matches(c, w) for c in calls)]
+    missing = [w.name for w in wanted if not any(w.matches(c) for c in calls)]
     return not missing, f"not made: {', '.join(missing)} (made: {made})" if missing else made
 
 
-def _call_matches(call: ToolCall, wanted: Mapping[str, Any]) -> bool:
-    return call.name == wanted["name"] and contains(call.arguments, wanted.get("arguments", {}))
+@dataclass(frozen=True)
+class Wanted:
+    """A call a toolCalls grader looks for: the name the host gives the tool, and arguments
+    the call's must contain."""
+
+    name: str
+    arguments: Mapping[str, Any]
+
+    def matches(self, call: ToolCall) -> bool:
+        return call.name == self.name and contains(call.arguments, self.arguments)
+
+
+def _wanted(want: Mapping[str, Any], evidence: Evidence) -> Wanted:
+    """The call as the trial's host names it (ValueError when it cannot)."""
+    name = want.get("name")
+    if name is None:
+        name = mcp_tool_name(evidence.host, evidence.plugin, want["server"], want["tool"])
+    return Wanted(name, want.get("arguments", {}))
+
+
+def model_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, str]:
+    requests = evidence.model_requests
+    if requests is None:
+        return False, "the trial ran against the host's own model: nothing was recorded"
+    turns = [r["request"] for r in requests if isinstance(r.get("request"), Mapping)]
+    said = []
+    passed = True
+    if "offered" in grader:
+        try:
+            name = _wanted(grader["offered"], evidence).name
+        except ValueError as error:
+            return False, str(error)
+        offered = sorted({str(t) for turn in turns for t in turn.get("tools", [])})
+        hit = name in offered
+        passed &= hit
+        said.append(f"{name} {'offered' if hit else 'never offered'} ({len(offered)} tools)")
+    if "received" in grader:
+        text = "\n".join(_texts(turns))
+        problems = text_problems(text, grader["received"])
+        passed &= not problems
+        said.append("what reached the model " + ("; ".join(problems) if problems else "fits"))
+    return passed, f"{'; '.join(said)} over {len(turns)} requests"
+
+
+def _texts(turns: Sequence[Mapping[str, Any]]) -> Iterator[str]:
+    """Every text the host sent: system text, message texts and tool results."""
+    for turn in turns:
+        yield str(turn.get("system", ""))
+        for message in turn.get("messages", []):
+            for part in message.get("parts", []):
+                result = part.get("toolResult")
+                text = result.get("output") if isinstance(result, Mapping) else part.get("text")
+                if isinstance(text, str):
+                    yield text
 
 
 GRADERS = {
@@ -183,4 +246,5 @@ GRADERS = {
     "exit": exit_grader,
     "hook": hook_grader,
     "toolCalls": tool_calls_grader,
+    "model": model_grader,
 }

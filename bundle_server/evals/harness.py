@@ -16,6 +16,14 @@ Theory of operation:
   the run began, is refused (BX4802). Once every trial is recorded the statistics
   (`stats.summarize`) and the reports (`reports.write_reports`: JSON, JUnit XML, HTML) are
   written beside it.
+- A host whose non-interactive mode refuses to run as root (hosts.toml [host.batch]
+  `refuses_root`) is refused before the server starts (AB8263) when the harness runs as root
+  and the host's environment lacks the row's opt-in: every trial would die at its start. The
+  message names the cause and the opt-in; the harness never sets it.
+- With `model="scripted"` every case runs against its own script on a scripted model started
+  for each trial (`bundle_server.model`): the host is pointed at it (hosts.toml
+  [host.scripted], off the net), and its `model` graders read what the host sent. A case
+  without a script is BX4801; a run never resumes under the other model (BX4802).
 - Trials are handed to a `Runner` (`runner.LocalRunner` by default, `jobs` at once). The
   statistics depend on the records alone, sorted by case, arm and index, so a run with four
   jobs gives the result a serial run gives.
@@ -36,11 +44,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from bundle_contract._generated.errors import EvalBundleMissing, EvalRunMismatch
+from bundle_contract._generated.errors import (
+    EvalBundleMissing,
+    EvalRunMismatch,
+    EvalSuiteInvalid,
+    HostNotLaunchable,
+)
 from bundle_contract._project import utc_timestamp
 from bundle_contract._validation import validate
 from bundle_server._dev_server import FIRST_BUILD_WAIT, DevServer, start_dev_server
 from bundle_server.evals import rundir
+from bundle_server.evals.batch import refuses_root
 from bundle_server.evals.progress import Fanout, Progress, TraceProgress
 from bundle_server.evals.reports import write_reports
 from bundle_server.evals.runner import LocalRunner, Runner
@@ -52,6 +66,8 @@ from bundle_server.evals.vocabulary import ARMS
 EPOCH_KEYS = ("configDigest", "modelDigest", "targetDigests")
 BUNDLE_KEYS = (*EPOCH_KEYS, "manifestDigest")  # what a resumed run must find unchanged
 NO_EPOCH = "none"
+# Whose model trials run against: the host's own, or each case's script (bundle_server.model).
+MODELS = ("host", "scripted")
 
 
 class EvalHarness:
@@ -66,11 +82,18 @@ class EvalHarness:
         host_env: Mapping[str, str] | None = None,
         host_executables: Mapping[str, Any] | None = None,
         keep_workspaces: bool | str | os.PathLike[str] = False,
+        model: str = "host",
     ) -> None:
+        if model not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}, not {model!r}")
         self.host = host
+        self.model = model
         # What the harness adds to a host's environment, and the environment that results.
         self.host_overrides = dict(host_env or {})
         self.host_env = dict(os.environ) | self.host_overrides
+        refused = refuses_root(host, self.host_env, os.geteuid())
+        if refused is not None:
+            raise HostNotLaunchable(refused, {"host": host})
         # True keeps each run's in its directory (a trial's in one of its own); a path, there.
         self.keep_workspaces = bool(keep_workspaces)
         self._keep_in = None if isinstance(keep_workspaces, bool) else Path(keep_workspaces)
@@ -114,8 +137,17 @@ class EvalHarness:
             workspaces=workspaces or Path(self._workspaces.name),
             host_env=self.host_env,
             host_overrides=self.host_overrides,
+            plugin=self.application_id(),
             keep_workspaces=self.keep_workspaces,
+            scripted=self.model == "scripted",
         )
+
+    def application_id(self) -> str | None:
+        """The bundle's application id (hosts name its plugin so), from the adopted epoch's
+        config; None when no build succeeded."""
+        config = self.server.project.config if self.server.project is not None else None
+        found = (config or {}).get("application", {}).get("id")
+        return found if isinstance(found, str) else None
 
     def _need_bundle(self, arms: Iterable[str], provenance: Mapping[str, Any]) -> None:
         if "with" in arms and provenance["epochId"] == NO_EPOCH:
@@ -227,10 +259,20 @@ class EvalHarness:
             "host": self.host,
             "trials": trials,
             "arms": ordered,
+            "model": self.model,
         }
+        if self.model == "scripted":
+            unscripted = [c["id"] for c in suite.cases if "script" not in c]
+            if unscripted:
+                raise EvalSuiteInvalid(
+                    f"{suite.path}: --model scripted runs each case against its script, and"
+                    f" {', '.join(unscripted)} {'has' if len(unscripted) == 1 else 'have'} none",
+                    {"path": str(suite.path), "cases": unscripted},
+                )
         provenance = self.provenance()
         self._need_bundle(ordered, provenance)
         if previous is not None:
+            previous.setdefault("model", "host")  # a run recorded before models were chosen
             for key, value in wanted.items():
                 if previous[key] != value:
                     raise EvalRunMismatch(

@@ -126,11 +126,12 @@ class TraceProgress:
     ) -> None:
         correlation = {"sessionId": record["hostSessionId"]} if "hostSessionId" in record else {}
         failed = [v["grader"] for v in record["verdicts"] if not v["passed"]]
+        why = f" ({', '.join(failed)})" if failed else ""
+        if "error" in record:  # a dead host, say: how it ended and its words, on one line
+            why = f" ({' '.join(record['error'].split())})"
         self._publish(
             "eval.trial.finished",
-            f"{trial.case_id} [{trial.arm}] #{trial.index}: {record['status']}"
-            + (f" ({', '.join(failed)})" if failed else "")
-            + f" {done}/{total}",
+            f"{trial.case_id} [{trial.arm}] #{trial.index}: {record['status']} {done}/{total}{why}",
             correlation,
             status="ok" if record["status"] == "passed" else "error",
             durationMs=record["durationMs"],

@@ -14,6 +14,16 @@
    (`batch.read_outcome`), and its hook executions (`hooks.trial_hooks`), kept in the record;
    then every grader (`graders.grade`).
 
+A host that ended on its own without a final result is not graded: graders would judge a
+workspace nobody worked in (a `file ... exists: false` or a `hook ... max: 0` passes on a
+host that never started the agent). The trial is an `error` whose text is the end of what the
+host printed (`dead_host`), when the host's output held no final message (hosts.toml
+`final_message`), whatever its exit; or when it exited non-zero or by a signal, although it
+gave one, unless the case grades the exit itself with an `exit` grader: then that grader
+judges it. (A host reports a failed run, a refused credential or an API error, in a final
+message too, and exits non-zero: only a suite that asks about the exit wants it graded.) A
+host the time budget ended is a `timeout`, and is graded.
+
 Whatever the setup and grader commands left running ends with the trial (`commands`), and the
 workspace is removed unless the harness keeps workspaces. A trial the run's interruption cut
 short raises `Interrupted`: it is no result.
@@ -21,6 +31,7 @@ short raises `Interrupted`: it is no result.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -32,14 +43,17 @@ from pathlib import Path
 from typing import Any
 
 from bundle_contract._error_bases import ContractError
+from bundle_contract._host_plugin import host_row
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_server._streams.sequenced import SubscriberLagged
-from bundle_server.evals.batch import read_outcome
+from bundle_server.evals.batch import BatchOutcome, read_outcome
 from bundle_server.evals.commands import Commands
-from bundle_server.evals.graders import Evidence, clip, grade
+from bundle_server.evals.graders import Evidence, clip, evidence_chars, grade
 from bundle_server.evals.hooks import trial_hooks
 from bundle_server.evals.suite import Suite
+from bundle_server.evals.text import plain, tail
+from bundle_server.model import ScriptedModel, start_scripted_model
 from bundle_server.sessions.pty import SessionManager
 from bundle_server.trace.hub import TraceHub
 
@@ -71,7 +85,9 @@ class TrialEnv:
     workspaces: Path
     host_env: Mapping[str, str]  # the host's whole environment (for commands, $HOME)
     host_overrides: Mapping[str, str]  # what the harness adds to a session's environment
+    plugin: str | None = None  # the bundle's application id, as hosts name its plugin
     keep_workspaces: bool = False
+    scripted: bool = False  # each trial runs against its case's script on a scripted model
     # Set when the run is interrupted: a trial cut short by it is not a result.
     stopped: threading.Event = field(default_factory=threading.Event)
 
@@ -108,6 +124,9 @@ def run_trial(env: TrialEnv, trial: Trial) -> dict[str, Any]:
         commands.end()  # what setup and grader commands left running ends with the trial
         if not env.keep_workspaces:
             shutil.rmtree(workspace, ignore_errors=True)
+            shutil.rmtree(f"{workspace}.home", ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{workspace}.model.jsonl")
     return record
 
 
@@ -150,6 +169,36 @@ def _run(
 ) -> None:
     after = env.hub.latest_sequence
     began = time.monotonic()
+    # The host's own home for this trial, if it runs in one (hosts.toml [host.attach] home):
+    # the trial's, beside its workspace, so its transcript outlives the session.
+    host_home = None
+    if "home" in host_row(env.host).get("attach", {}):
+        host_home = Path(f"{workspace}.home")
+        host_home.mkdir(mode=0o700)
+    with contextlib.ExitStack() as stack:
+        model = None
+        if env.scripted:
+            try:
+                model = stack.enter_context(
+                    start_scripted_model(case["script"], record=f"{workspace}.model.jsonl")
+                )
+            except (OSError, ValueError) as error:
+                raise TrialError(f"the scripted model could not start: {error}") from None
+        _host_run(env, case, trial, workspace, record, commands, host_home, model, after, began)
+
+
+def _host_run(
+    env: TrialEnv,
+    case: Mapping[str, Any],
+    trial: Trial,
+    workspace: Path,
+    record: dict[str, Any],
+    commands: Commands,
+    host_home: Path | None,
+    model: ScriptedModel | None,
+    after: int,
+    began: float,
+) -> None:
     try:
         session = env.sessions.create_batch(
             env.host,
@@ -157,6 +206,8 @@ def _run(
             cwd=workspace,
             with_bundle=trial.arm == "with",
             env=env.host_overrides,
+            home=host_home,
+            model_url=model.url if model is not None else None,
         )
     except ContractError as error:
         raise TrialError(f"the host could not start: {error.message}") from None
@@ -165,7 +216,9 @@ def _run(
     if trial.arm == "with" and session["authority"]["epochId"] != "none":
         record["provenance"]["epochId"] = session["authority"]["epochId"]
     try:
-        output, cut, ended = _watch(env.sessions, session_id, began + env.suite.budget(case))
+        output, cut, ended, lagged = _watch(
+            env.sessions, session_id, began + env.suite.budget(case)
+        )
     finally:
         _forget(env.sessions, session_id)
     if env.stopped.is_set():
@@ -178,15 +231,25 @@ def _run(
     if cut == "output":
         raise TrialError(f"the host's output passed eval-trial-output ({output_bound()} bytes)")
     home = env.host_env.get("HOME", "")
-    outcome = read_outcome(env.host, output.decode("utf-8", "replace"), str(workspace), home)
+    text = output.decode("utf-8", "replace")
+    outcome = read_outcome(
+        env.host, text, str(workspace), home, str(host_home) if host_home else None
+    )
     if outcome.final_message is not None:
         record["finalMessage"] = clip(outcome.final_message)
     if outcome.transcript is not None:
         record["transcriptPath"] = outcome.transcript
+    requests = model.requests if model is not None else None
+    if requests is not None:
+        record["modelRequests"] = len(requests)
     hooks, dropped = trial_hooks(env.hub, after, session_id)
     record["hooks"] = hooks
     if dropped:
         record["traceDropped"] = dropped
+    if cut is None:
+        dead = dead_host(outcome, ended, case, text, lagged)
+        if dead is not None:
+            raise TrialError(dead)
     evidence = Evidence(
         workspace=workspace,
         final_message=outcome.final_message,
@@ -194,8 +257,11 @@ def _run(
         signal=ended.get("signal"),
         hooks=None if dropped else hooks,
         tool_calls=outcome.tool_calls,
+        host=env.host,
+        plugin=env.plugin,
         trial=record,
         commands=commands,
+        model_requests=requests,
     )
     verdicts = grade(case["graders"], evidence)
     if env.stopped.is_set():
@@ -207,6 +273,37 @@ def _run(
         record["status"] = "passed" if all(v["passed"] for v in verdicts) else "failed"
 
 
+def dead_host(
+    outcome: BatchOutcome,
+    ended: Mapping[str, Any],
+    case: Mapping[str, Any],
+    output: str,
+    lagged: bool = False,
+) -> str | None:
+    """Why a host that ended on its own is not graded (see the module docstring): how it
+    ended and the end of what it printed, within eval-evidence-chars; None when it is graded."""
+    code = ended.get("exitCode")
+    if code is not None:
+        how = f"exited with code {code}"
+    elif "signal" in ended:
+        how = f"was ended by signal {ended['signal']}"
+    else:
+        how = "ended without an exit status"
+    if outcome.final_message is None:
+        said = f"the host {how} without a final message"
+        if lagged:
+            said += " (its output was not read whole: the machine stalled)"
+    elif code != 0 and not any(g["type"] == "exit" for g in case["graders"]):
+        said = f"the host {how} with a final message; not graded, as the case has no exit grader"
+    else:
+        return None
+    words = plain(output)
+    if not words:
+        return f"{said}, and printed nothing"
+    said += "; it printed:\n"
+    return said + tail(words, max(evidence_chars() - len(said), 1))
+
+
 def output_bound() -> int:
     bound: int = get_spec().limit("eval-trial-output")["maximum"]
     return bound
@@ -214,16 +311,17 @@ def output_bound() -> int:
 
 def _watch(
     sessions: SessionManager, session_id: str, deadline: float
-) -> tuple[bytes, str | None, dict[str, Any]]:
-    """The session's output until it ends, and why it was cut (None, "time", "output"), and
-    its final record. A cut session is terminated and waited for."""
+) -> tuple[bytes, str | None, dict[str, Any], bool]:
+    """The session's output until it ends, why it was cut (None, "time", "output"), its final
+    record, and whether frames were lost (the output is then incomplete). A cut session is
+    terminated and waited for."""
     wake = threading.Event()
     replay, subscription = sessions.subscribe(session_id, wake.set)
     chunks = [replay.output]
     size, bound, cut = len(replay.output), output_bound(), None
     ended: dict[str, Any] = replay.session if replay.session.get("endedAt") else {}
+    lagged = False
     try:
-        lagged = False
         while not ended:
             frames = []
             if not lagged:
@@ -252,7 +350,7 @@ def _watch(
                 wake.clear()
     finally:
         subscription.cancel()
-    return b"".join(chunks)[: bound + 1], cut, ended
+    return b"".join(chunks)[: bound + 1], cut, ended, lagged
 
 
 def _forget(sessions: SessionManager, session_id: str) -> None:

@@ -19,19 +19,11 @@ from typing import Any
 
 from werkzeug.wrappers import Response
 
-from bundle_contract._generated.errors import TraceUnavailable
 from bundle_server._http.routing import Call, Reply, handler
 from bundle_server._streams.hangup import Hangup, hangup_of
 from bundle_server._streams.ndjson import GreenWaker
 from bundle_server._streams.sse import POLL_SECONDS, event, sse_response
 from bundle_server.invocations.service import Invocation, InvocationService, host_kinds
-
-
-def _service(call: Call) -> InvocationService:
-    service = call.state.invocations
-    if service is None:
-        raise TraceUnavailable("this server runs no routes")
-    return service
 
 
 def wait_final(invocation: Invocation) -> None:
@@ -51,7 +43,7 @@ def wait_final(invocation: Invocation) -> None:
 @handler("invocations.routes")
 def routes(call: Call) -> dict[str, Any]:
     """The active epoch's routes an invocation can name, and the fixtures it can use."""
-    service = _service(call)
+    service = call.state.service(InvocationService)
     epoch, rows = service.routes()
     listed = [
         {"id": r["id"], "family": r["event"], "handler": r["handler"]}
@@ -68,7 +60,7 @@ def routes(call: Call) -> dict[str, Any]:
 @handler("invocations.create")
 def create(call: Call) -> Reply:
     """200 with the final envelope, or 202 with the running one when `stream` is true."""
-    invocation = _service(call).start(call.body)
+    invocation = call.state.service(InvocationService).start(call.body)
     if call.body.get("stream"):
         return Reply(202, {"invocation": invocation.at_start})
     wait_final(invocation)
@@ -80,7 +72,7 @@ def create(call: Call) -> Reply:
 def recent(call: Call) -> dict[str, Any]:
     limit = call.query.get("limit") or call.route["query"]["limit"].get("default", 50)
     rows = []
-    for invocation in _service(call).recent(limit):
+    for invocation in call.state.service(InvocationService).recent(limit):
         with invocation.lock:
             rows.append(invocation.summary())
     return {"invocations": rows}
@@ -88,7 +80,7 @@ def recent(call: Call) -> dict[str, Any]:
 
 @handler("invocations.get")
 def item(call: Call) -> dict[str, Any]:
-    invocation = _service(call).get(call.params["invocationId"])
+    invocation = call.state.service(InvocationService).get(call.params["invocationId"])
     with invocation.lock:
         return {"invocation": invocation.envelope()}
 
@@ -96,14 +88,14 @@ def item(call: Call) -> dict[str, Any]:
 @handler("invocations.cancel")
 def cancel(call: Call) -> Reply:
     """202 with the final (cancelled) envelope; AB8256 when it was already final."""
-    invocation = _service(call).cancel(call.params["invocationId"])
+    invocation = call.state.service(InvocationService).cancel(call.params["invocationId"])
     with invocation.lock:
         return Reply(202, {"invocation": invocation.envelope()})
 
 
 @handler("invocations.stream")
 def stream(call: Call) -> Response:
-    invocation = _service(call).get(call.params["invocationId"])
+    invocation = call.state.service(InvocationService).get(call.params["invocationId"])
     waker = GreenWaker()
     with invocation.lock:
         invocation.wakes.add(waker.wake)

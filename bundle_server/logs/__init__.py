@@ -1,1 +1,2 @@
-"""The dev-log route group: its handlers and the log hub."""
+"""The dev-log route group: its handlers and the log hub; the `logs` row of
+`_services.SERVICES` mounts it."""

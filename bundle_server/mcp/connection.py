@@ -90,7 +90,7 @@ class McpConnection:
     ) -> None:
         self.launch = launch
         self._start = launch.resolved(artifact)
-        self._cwd = artifact
+        self._cwd = launch.cwd(artifact)
         self._wire = wire
         self._connect_time = connect_time
         self._on_notification = on_notification

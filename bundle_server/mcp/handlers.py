@@ -11,60 +11,57 @@ from typing import Any
 
 from werkzeug.wrappers import Response
 
-from bundle_contract._generated.errors import TraceUnavailable
 from bundle_server._http.routing import Call, Reply, handler
 from bundle_server._streams.hangup import hangup_of
 from bundle_server._streams.ndjson import GreenWaker
 from bundle_server._streams.sse import POLL_SECONDS, event, sse_response
 from bundle_server.mcp.service import McpService
-
-
-def _service(call: Call) -> McpService:
-    service = call.state.mcp
-    if service is None:
-        raise TraceUnavailable("this server speaks to no MCP servers")
-    return service
+from bundle_server.workbench.app_frame import AppFrame
 
 
 @handler("mcp.servers")
 def servers(call: Call) -> dict[str, Any]:
     """The active epoch's servers, their launches and the state of each launch's session, and
     where their Apps are shown (the App frame page)."""
-    frame = call.state.app_frame
-    return _service(call).servers() | ({"appFrame": frame} if frame else {})
+    frame = call.state.find(AppFrame)
+    servers = call.state.service(McpService).servers()
+    return servers | ({"appFrame": frame.page_url} if frame is not None else {})
 
 
 @handler("mcp.launches")
 def launches(call: Call) -> dict[str, Any]:
     """The launch groups of one server on one published epoch."""
-    groups = _service(call).launches(call.query["epochId"], call.query["serverName"])
+    service = call.state.service(McpService)
+    groups = service.launches(call.query["epochId"], call.query["serverName"])
     return {"launches": [launch.listed() for launch in groups]}
 
 
 @handler("mcp.operations")
 def operations(call: Call) -> dict[str, Any]:
     """One MCP operation on the session of a launch of the active epoch: its outcome."""
-    return {"outcome": _service(call).operate(call.params["mcpSessionId"], call.body)}
+    service = call.state.service(McpService)
+    return {"outcome": service.operate(call.params["mcpSessionId"], call.body)}
 
 
 @handler("mcp.apps.mount")
 def mount(call: Call) -> Reply:
     """201 with a pending binding: the App receives only the call's tool-input so far."""
     body = call.body
-    binding = _service(call).mount(call.params["mcpSessionId"], body["toolName"], body["input"])
+    service = call.state.service(McpService)
+    binding = service.mount(call.params["mcpSessionId"], body["toolName"], body["input"])
     return Reply(201, {"binding": binding})
 
 
 @handler("mcp.apps.result")
 def result(call: Call) -> dict[str, Any]:
     """`{accepted, binding}`: the binding's single terminal notification, once."""
-    return _service(call).settle(call.params["bindingId"], call.body)
+    return call.state.service(McpService).settle(call.params["bindingId"], call.body)
 
 
 @handler("mcp.apps.notifications")
 def notifications(call: Call) -> Response:
     """The binding's notifications in order, then `end` once it is settled or closed."""
-    apps = _service(call).apps
+    apps = call.state.service(McpService).apps
     with apps.lock:
         binding = apps.get(call.params["bindingId"])  # BX1001 before any byte is sent
     waker = GreenWaker()

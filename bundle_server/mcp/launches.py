@@ -6,10 +6,13 @@ installed hosts consulted"):
 - For each projection of the epoch's manifest (`projections[]`, one per target host kind),
   the host's MCP document (hosts.toml `mcp_document`, under `mcp_key`) holds the server's entry
   as that host will launch it: `command`/`args`/`env` for stdio, `url` for streamable HTTP.
-  The host's plugin-root variable (`${CLAUDE_PLUGIN_ROOT}`, ...) is resolved to the
-  projection's directory in the artifact, and every path that then lies inside the artifact is
-  written relative to it (`${ARTIFACT}/mcp/x.py`): a host reaching the same file through its
-  own plugin directory launches the same thing.
+  Plugin directories are self-contained, so the entry names the plugin root as the host
+  resolves it (hosts.toml `mcp_reference`: the substituted `${CLAUDE_PLUGIN_ROOT}`, ..., or a
+  path relative to the root the server starts in); either becomes `${PLUGIN}`, and any other
+  path inside the artifact `${ARTIFACT}/...`. Plugin directories hold the same files (hard
+  links), so two hosts whose entries read the same launch the same thing.
+- The server starts a stdio server in its plugin root (its `cwd` is not part of the identity:
+  a host starting it elsewhere runs the same files, found through the plugin root).
 - Targets whose resolved entries are equal share one launch identity: one group. Only host
   kinds installed for that epoch are kept when any install exists (the "installed hosts"):
   a host the server was told not to install is not one that launches the server.
@@ -30,9 +33,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from bundle_contract._host_plugin import host_row, root_placeholder
+from bundle_contract._host_plugin import host_row, mcp_roots, root_placeholder
 
 ARTIFACT = "${ARTIFACT}"
+PLUGIN = "${PLUGIN}"
 
 
 @dataclass(frozen=True)
@@ -47,12 +51,14 @@ class Launch:
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     url: str = ""
+    plugin: str = ""  # artifact-relative plugin directory of the first target
 
     def resolved(self, artifact: Path) -> Launch:
-        """This launch with `${ARTIFACT}` made the artifact's real path (to start it)."""
+        """This launch with `${PLUGIN}` and `${ARTIFACT}` made real paths (to start it)."""
+        plugin = str(artifact / self.plugin)
 
         def real(text: str) -> str:
-            return text.replace(ARTIFACT, str(artifact))
+            return text.replace(PLUGIN, plugin).replace(ARTIFACT, str(artifact))
 
         return Launch(
             self.launch_id,
@@ -63,7 +69,12 @@ class Launch:
             tuple(real(a) for a in self.args),
             {k: real(v) for k, v in self.env.items()},
             self.url,
+            self.plugin,
         )
+
+    def cwd(self, artifact: Path) -> Path:
+        """Where the server starts: its plugin root."""
+        return artifact / self.plugin
 
     def listed(self) -> dict[str, Any]:
         """Its row of the launch list (McpLaunchList.json)."""
@@ -112,10 +123,14 @@ def _entry(artifact: Path, host: str, root: str, server: str) -> dict[str, Any] 
     entry = entries.get(server) if isinstance(entries, dict) else None
     if not isinstance(entry, dict):
         return None
-    placeholder, projection = root_placeholder(host), str(artifact / root)
+    placeholder = root_placeholder(host)
+    relative_to_root = mcp_roots(host)[1] is not None
 
     def resolve(value: Any) -> str:
-        return _relative(str(value).replace(placeholder, projection), artifact)
+        text = str(value)
+        if relative_to_root and (text == "." or text.startswith("./")):
+            return PLUGIN + text[1:]
+        return _relative(text.replace(placeholder, PLUGIN), artifact)
 
     if "url" in entry:
         return {"transport": "streamable-http", "url": str(entry["url"])}
@@ -143,7 +158,7 @@ def _groups(
     # launch it names (reading the manifest and MCP documents costs ~150 us a server).
     if server not in server_names(artifact):
         return ()
-    groups: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    groups: dict[str, tuple[dict[str, Any], list[str], str]] = {}
     for projection in _manifest(artifact).get("projections", []):
         host, root = projection.get("target"), projection.get("root")
         if not isinstance(host, str) or not isinstance(root, str):
@@ -154,10 +169,10 @@ def _groups(
         if entry is None:
             continue
         identity = json.dumps(entry, sort_keys=True)
-        groups.setdefault(identity, (entry, []))[1].append(host)
+        groups.setdefault(identity, (entry, [], root))[1].append(host)
     launches: list[Launch] = []
-    for identity, (entry, targets) in groups.items():
-        scope = epoch_id if ARTIFACT in identity else ""
+    for identity, (entry, targets, plugin) in groups.items():
+        scope = epoch_id if ARTIFACT in identity or PLUGIN in identity else ""
         digest = hashlib.sha256(f"{server}\0{scope}\0{identity}".encode()).hexdigest()
         launches.append(
             Launch(
@@ -169,6 +184,7 @@ def _groups(
                 args=tuple(entry.get("args", ())),
                 env=dict(entry.get("env", {})),
                 url=entry.get("url", ""),
+                plugin=plugin,
             )
         )
     return tuple(sorted(launches, key=lambda launch: launch.targets))

@@ -1,1 +1,2 @@
-"""The project loop: builds, epochs, development installs, project events and their routes."""
+"""The project loop: builds, epochs, development installs, project events and their routes;
+the `project` and `project_events` rows of `_services.SERVICES` mount them."""

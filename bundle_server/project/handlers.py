@@ -9,33 +9,27 @@ from typing import Any
 
 from werkzeug.wrappers import Response
 
-from bundle_contract._generated.errors import TraceUnavailable
 from bundle_server._http.routing import Call, Encoded, Reply, handler
 from bundle_server._streams.hangup import hangup_of
 from bundle_server._streams.ndjson import ndjson_stream
 from bundle_server.project.manager import ProjectLoop
-
-
-def _loop(call: Call) -> ProjectLoop:
-    loop = call.state.project
-    if loop is None:
-        raise TraceUnavailable("this server has no project loop")
-    return loop
+from bundle_server.runtime.service import RuntimeService
 
 
 @handler("project.status")
 def project_status(call: Call) -> dict[str, Any]:
     """The live ProjectStatus, with the development runtime's state where there is one."""
-    status = _loop(call).status()
-    if call.state.runtime is not None:
-        status["runtime"] = call.state.runtime.status()
+    status = call.state.service(ProjectLoop).status()
+    runtime = call.state.find(RuntimeService)
+    if runtime is not None:
+        status["runtime"] = runtime.status()
     return status
 
 
 @handler("project.events")
 def project_events(call: Call) -> Encoded:
     """Project events after the `after` cursor, with ProjectReplayGap when history was dropped."""
-    replay, body = _loop(call).hub.replay_encoded(call.query["after"])
+    replay, body = call.state.service(ProjectLoop).hub.replay_encoded(call.query["after"])
     return Encoded(200, body, replay)
 
 
@@ -43,7 +37,7 @@ def project_events(call: Call) -> Encoded:
 def project_stream(call: Call) -> Response:
     """NDJSON project events: the gap, the replay, then live events and keep-alives."""
     return ndjson_stream(
-        _loop(call).hub,
+        call.state.service(ProjectLoop).hub,
         call.query["after"],
         call.state.keepalive,
         hangup_of(call.request.environ),
@@ -53,5 +47,5 @@ def project_stream(call: Call) -> Response:
 @handler("project.builds")
 def project_builds(call: Call) -> Reply:
     """A manual invalidation (202); the build's outcome arrives as project events."""
-    invalidation = _loop(call).invalidate("manual", call.body.get("paths", []))
+    invalidation = call.state.service(ProjectLoop).invalidate("manual", call.body.get("paths", []))
     return Reply(202, {"invalidation": invalidation})

@@ -1,13 +1,15 @@
 """Development installs: an epoch placed where a host session loads it.
 
 Theory of operation: the active epoch is installed once per target host kind at
-`<state>/installs/<host>/<epoch id>/`, a tree of hard links to the epoch (epochs are never
-modified, so the links are free and safe) without the other hosts' plugin directories, plus
-`.bundle-dev.json` (DevLink: the project whose server takes the hook receipts). The host is
-pointed at that tree's plugin directory (`hosts/<host>/`). An install is written into a
-staging directory and renamed into place, so a host never sees half of one. Each epoch gets
-its own directory: a session running with an older epoch keeps its files until that install
-is pruned, which `prune` never does to an install a caller says is in use.
+`<state>/installs/<host>/<epoch id>/`: the host's plugin directory (`hosts/<host>/` of the
+epoch, self-contained: it holds its sources, launchers and interpreter script) as a tree of
+hard links (epochs are never modified, so the links are free and safe), plus
+`.bundle-dev.json` inside it (DevLink: the project whose server takes the hook receipts), so
+that a copy a host makes of the plugin (Codex's plugin cache) still reports to this server.
+The host is pointed at that directory. An install is written into a staging directory and
+renamed into place, so a host never sees half of one. Each epoch gets its own directory: a
+session running with an older epoch keeps its files until that install is pruned, which
+`prune` never does to an install a caller says is in use.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ def install_root(installs: Path, host: str, epoch_id: str) -> Path:
 
 
 def plugin_dir(installs: Path, host: str, epoch_id: str) -> Path:
-    """The directory a host is pointed at for this install."""
-    return install_root(installs, host, epoch_id) / layout().plugin_dir(host)
+    """The directory a host is pointed at for this install: the install itself."""
+    return install_root(installs, host, epoch_id)
 
 
 def install(installs: Path, host: str, epoch_id: str, artifact: Path, project: Path) -> Path:
@@ -41,11 +43,10 @@ def install(installs: Path, host: str, epoch_id: str, artifact: Path, project: P
         staging = final.with_name(f".{epoch_id}.{os.getpid()}.{os.urandom(3).hex()}")
         try:
             shutil.copytree(
-                artifact,
+                artifact / layout().plugin_dir(host),
                 staging,
                 copy_function=_link_or_copy,
                 symlinks=True,
-                ignore=_other_hosts(artifact, host),
             )
             link = {"version": 1, "project": str(project)}
             dev_link = staging / get_spec().file("dev-link")["path"]
@@ -86,19 +87,6 @@ def remove_tree(path: Path) -> None:
     except OSError:
         return
     shutil.rmtree(aside, ignore_errors=True)
-
-
-def _other_hosts(artifact: Path, host: str) -> Callable[[str, list[str]], set[str]]:
-    """copytree's ignore: the plugin directories of the other host kinds (a host loads its
-    own only; the shared sources, launchers and payloads are everyone's)."""
-    mine = artifact / layout().plugin_dir(host)
-
-    def ignore(directory: str, names: list[str]) -> set[str]:
-        if Path(directory) == mine.parent:
-            return {name for name in names if name != mine.name}
-        return set()
-
-    return ignore
 
 
 def _link_or_copy(source: str, target: str) -> str:

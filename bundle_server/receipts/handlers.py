@@ -10,6 +10,8 @@ import logging
 
 from bundle_server._http.routing import Call, handler
 from bundle_server.receipts.entries import check_dev_session, receipt_entries
+from bundle_server.sessions.pty import SessionManager
+from bundle_server.trace.hub import TraceHub
 
 log = logging.getLogger("bundle_server.receipts")
 
@@ -18,8 +20,11 @@ log = logging.getLogger("bundle_server.receipts")
 def trace_receipt(call: Call) -> None:
     """A host hook's receipt: its kernel events become `hook` trace entries (204)."""
     receipt = call.body
-    check_dev_session(receipt.get("sessionId"), call.state.is_host_session)
-    entries = call.state.hub.publish_all(receipt_entries(receipt))
+    sessions = call.state.find(SessionManager)
+    check_dev_session(
+        receipt.get("sessionId"), lambda sid: sessions is not None and sessions.knows(sid)
+    )
+    entries = call.state.service(TraceHub).publish_all(receipt_entries(receipt))
     context = {key: receipt[key] for key in ("sessionId", "requestId") if key in receipt}
     log.info(
         "hook receipt: %s %s, %d events (trace %d-%d)",

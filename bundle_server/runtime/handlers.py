@@ -6,22 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from bundle_contract._generated.errors import TraceUnavailable
 from bundle_server._http.routing import Call, Reply, handler
 from bundle_server.invocations.handlers import wait_final
 from bundle_server.runtime.service import RuntimeService
 
 
-def _service(call: Call) -> RuntimeService:
-    service = call.state.runtime
-    if service is None:
-        raise TraceUnavailable("this server has no development runtime")
-    return service
-
-
 @handler("runtime.create")
 def create(call: Call) -> Reply:
-    service = _service(call)
+    service = call.state.service(RuntimeService)
     run, invocation = service.start(call.body)
     wait_final(invocation)
     return Reply(201, {"run": service.finish(run, invocation)})
@@ -29,9 +21,9 @@ def create(call: Call) -> Reply:
 
 @handler("runtime.list")
 def recent(call: Call) -> dict[str, Any]:
-    return {"runs": _service(call).recent()}
+    return {"runs": call.state.service(RuntimeService).recent()}
 
 
 @handler("runtime.get")
 def item(call: Call) -> dict[str, Any]:
-    return {"run": _service(call).get(call.params["runId"])}
+    return {"run": call.state.service(RuntimeService).get(call.params["runId"])}

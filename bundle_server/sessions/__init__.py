@@ -1,1 +1,2 @@
-"""The host-session route group: its handlers, the SSE stream and the PTY engine (`pty`)."""
+"""The host-session route group: its handlers, the SSE stream and the PTY engine (`pty`); the
+`sessions` row of `_services.SERVICES` mounts it."""

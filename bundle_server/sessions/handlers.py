@@ -40,10 +40,9 @@ def session_keepalive() -> float:
 
 
 def manager(call: Call) -> SessionManager:
-    """The server's session manager; AB8265 when there is none or it is closed."""
-    sessions = call.state.sessions
-    if sessions is None:
-        raise SessionServiceUnavailable("host-session service unavailable")
+    """The server's session manager; AB8265 when there is none (the service table's row) or it
+    is closed."""
+    sessions = call.state.service(SessionManager)
     if sessions.closed:
         raise SessionServiceUnavailable("the host-session service is closed")
     return sessions

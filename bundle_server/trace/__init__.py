@@ -1,1 +1,2 @@
-"""The trace route group: its handlers and the trace hub."""
+"""The trace route group: its handlers and the trace hub; the `hub` row of `_services.SERVICES`
+mounts it."""

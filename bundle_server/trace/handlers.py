@@ -11,12 +11,13 @@ from werkzeug.wrappers import Response
 from bundle_server._http.routing import Call, Encoded, handler
 from bundle_server._streams.hangup import hangup_of
 from bundle_server._streams.ndjson import ndjson_stream
+from bundle_server.trace.hub import TraceHub
 
 
 @handler("trace.replay")
 def trace_replay(call: Call) -> Encoded:
     """The TraceReplay after the `after` cursor (parsed by the query table)."""
-    replay, body = call.state.hub.replay_encoded(call.query["after"])
+    replay, body = call.state.service(TraceHub).replay_encoded(call.query["after"])
     return Encoded(200, body, replay)
 
 
@@ -24,7 +25,7 @@ def trace_replay(call: Call) -> Encoded:
 def trace_stream(call: Call) -> Response:
     """NDJSON TraceMessage frames: the gap, the replay, then live entries and keep-alives."""
     return ndjson_stream(
-        call.state.hub,
+        call.state.service(TraceHub),
         call.query["after"],
         call.state.keepalive,
         hangup_of(call.request.environ),

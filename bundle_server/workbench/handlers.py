@@ -33,6 +33,7 @@ from bundle_contract._generated.errors import AssetNotFound, SessionRequired
 from bundle_contract._openapi import ASSET_MEDIA, openapi_document
 from bundle_server._http.guard import same_secret
 from bundle_server._http.routing import Call, handler, session_cookie
+from bundle_server.workbench.app_frame import AppFrame
 
 POLICY = "; ".join(
     [
@@ -58,9 +59,9 @@ def page() -> bytes:
 def page_response(call: Call) -> Response:
     response = Response(page(), status=200, mimetype="text/html")
     policy = POLICY
-    frame = call.state.app_frame
+    frame = call.state.find(AppFrame)
     if frame is not None:  # MCP App previews: frames of the App frame's origin only
-        where = urlsplit(frame)
+        where = urlsplit(frame.page_url)
         policy += f"; frame-src {where.scheme}://{where.netloc}"
     response.headers["Content-Security-Policy"] = policy
     return response

@@ -9,8 +9,9 @@ config = define_config(
             "name": "Safe shell",
             "version": "0.1.0",
             "description": "Stops a coding agent from running destructive shell commands.",
+            "author": {"name": "bundle-devkit examples"},
         },
-        "targets": ["host_a", "host_b"],
+        "targets": ["host_a", "host_b", "host_c"],
         "hooks": {
             "sessionStart": "safe_shell.hooks:session_start",
             "beforeTool": {"handler": "safe_shell.hooks:before_tool", "timeout": 5},

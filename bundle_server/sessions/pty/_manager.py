@@ -14,8 +14,10 @@ Theory of operation:
   active" -> AB8264). A restart of a running session takes over that session's slot (the
   original is terminated first), so restarting never fails for want of a slot it frees.
 - Spawning: the host's command line comes from hosts.toml or the project's override
-  (`_hosts.py`), plus the arguments that point the host at its development install
-  (hosts.toml `plugin_args`) when `attach` names one; the environment is the server's (or
+  (`_hosts.py`); when `attach` names a development install, the host's attach plan
+  (hosts.toml [host.attach], `bundle_contract._host_attach`) adds its arguments and variables
+  and, for a host that loads plugins only from its own home, prepares a home of the session's
+  own (`_attach.py`), removed with the session; the environment is the server's (or
   `env`) plus `BUNDLE_DEV_SESSION=<id>` (runtime.toml role `host-session-id`) and
   `TERM=xterm-256color` when none is set (the Workbench's terminal), the working directory is
   the project root. The child leads its own session and process group.
@@ -52,12 +54,15 @@ from bundle_contract._generated.errors import (
     SessionNotFound,
     SessionServiceUnavailable,
 )
-from bundle_contract._host_plugin import batch_args, plugin_args
+from bundle_contract._host_attach import attach_plan, attach_row, plugin_name
+from bundle_contract._host_plugin import batch_args
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_contract._states import state_machine
 from bundle_server._ids import new_id
 from bundle_server.sessions.pty import _ledger as ledger
+from bundle_server.sessions.pty._attach import apply as apply_attach
+from bundle_server.sessions.pty._attach import make_home, remove_home
 from bundle_server.sessions.pty._engine import Engine, pause, wait_for
 from bundle_server.sessions.pty._hosts import Overrides, availability, resolve
 from bundle_server.sessions.pty._output import OutputSubscription
@@ -129,8 +134,15 @@ class SessionManager:
         terminate_grace: float | None = None,
         subreaper: bool = True,
         engine: Callable[[], Engine] | None = None,
+        homes: Path | None = None,
+        model_url: str | None = None,
     ) -> None:
         spec = get_spec()
+        # Where sessions' own host homes go (hosts.toml [host.attach] home): beside the
+        # ledger in the server's state, else the system's temporary directory.
+        self._homes = homes if homes is not None else (ledger.parent / "homes" if ledger else None)
+        # A scripted model every session is pointed at (bundle-server --model-script), or None.
+        self._model_url = model_url
         self.project_root = str(Path(project_root).resolve())
         self._attach: Attach = attach or _bare
         self._ledger = ledger  # where spawned sessions are recorded (see _ledger.py)
@@ -225,13 +237,18 @@ class SessionManager:
         cwd: str | os.PathLike[str],
         with_bundle: bool = True,
         env: Mapping[str, str] | None = None,
+        home: str | os.PathLike[str] | None = None,
+        model_url: str | None = None,
     ) -> dict[str, Any]:
         """Spawn `host` in its non-interactive mode (hosts.toml [host.batch]): `prompt` is an
         argument, the host runs it in `cwd` and exits. With `with_bundle` the adopted epoch's
         install is attached as for any session, without it the host runs bare (an evaluation
-        trial's baseline arm). `env` adds variables to the child's environment. The session
-        is an ordinary one otherwise: listed, streamed, terminated with the same ladder, and
-        counted against `active-sessions`. The errors of `create`."""
+        trial's baseline arm). `env` adds variables to the child's environment; `home` is an
+        empty directory of the caller's for the host's own home (hosts.toml [host.attach]
+        home), kept after the session (its transcript is there); `model_url` points the host at
+        a scripted model. The session is an ordinary one otherwise: listed, streamed,
+        terminated with the same ladder, and counted against `active-sessions`. The errors
+        of `create`."""
         return self._create(
             host,
             cols=DEFAULT_COLS,
@@ -242,6 +259,8 @@ class SessionManager:
             cwd=os.fspath(cwd),
             with_bundle=with_bundle,
             env_extra=env,
+            home=os.fspath(home) if home is not None else None,
+            model_url=model_url,
         )
 
     def write(self, session_id: str, data: bytes) -> None:
@@ -311,6 +330,7 @@ class SessionManager:
         self._wait_settled(session)
         with self._lock:
             self._sessions.pop(session_id, None)
+        remove_home(session.home)
         if self._ledger is not None:
             ledger.forget(self._ledger, session_id)
 
@@ -333,6 +353,7 @@ class SessionManager:
                 session.request_terminate()
             for session in sessions:
                 self._wait_settled(session)
+                remove_home(session.home)
                 if self._ledger is not None:
                     ledger.forget(self._ledger, session.id)
             if self._engine is not None:
@@ -398,6 +419,8 @@ class SessionManager:
         cwd: str | None = None,
         with_bundle: bool = True,
         env_extra: Mapping[str, str] | None = None,
+        home: str | None = None,
+        model_url: str | None = None,
     ) -> dict[str, Any]:
         if self._closed:  # checked again, atomically, when the slot is reserved
             raise SessionServiceUnavailable("the host-session service is closed")
@@ -413,18 +436,41 @@ class SessionManager:
         launch = resolve(host, self._overrides, env)
         epoch_id, plugin_dir = self._attach(host) if with_bundle else (None, None)
         argv = launch.argv
-        if plugin_dir is not None:
-            argv = (*argv, *plugin_args(host, plugin_dir))
+        try:
+            own_home = None
+            if "home" in attach_row(host):
+                own_home = home if home is not None else make_home(self._homes, host)
+            plan = attach_plan(
+                host,
+                plugin_dir,
+                plugin=plugin_name(host, plugin_dir) if plugin_dir is not None else "",
+                home=own_home,
+                user_env=env,
+                model_url=model_url if model_url is not None else self._model_url,
+            )
+        except (ValueError, OSError) as error:
+            raise HostNotLaunchable(str(error), {"host": host}) from None
+        # A home the caller gave is the caller's (a trial reads the transcript in it).
+        made_home = own_home if home is None else None
+        argv = (*argv, *plan.args)
+        env.update(plan.env)
         if batch:  # last: a batch host's arguments end with its prompt
             try:
                 argv = (*argv, *batch_args(host, prompt or ""))
             except ValueError as error:
+                remove_home(made_home)
                 raise HostNotLaunchable(str(error), {"host": host}) from None
-        self._reserve(restart_of, epoch_id)
+        home = made_home
+        try:
+            self._reserve(restart_of, epoch_id)
+        except BaseException:
+            remove_home(home)
+            raise
         try:
             if restart_of is not None:
                 restart_of.request_terminate()
                 self._wait_settled(restart_of)
+            apply_attach(plan, launch.argv, env)
             session = self._spawn(
                 launch.host,
                 argv,
@@ -437,6 +483,10 @@ class SessionManager:
                 cwd=cwd,
                 batch=batch,
             )
+            session.home = home
+        except BaseException:
+            remove_home(home)
+            raise
         finally:
             with self._lock:
                 self._reserved -= 1

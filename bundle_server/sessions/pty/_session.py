@@ -148,6 +148,7 @@ class Session:
         self.settled = threading.Event()  # ... and nothing the session started is left
         self.inherited = False  # a restart took over this session's slot (manager lock)
         self.batch = False  # a host run non-interactively (an evaluation trial): no restart
+        self.home: str | None = None  # the host's home of this session's own, if it has one
         self._record = record
         self._engine = engine
         self._marker = marker

@@ -1,0 +1,107 @@
+"""The scripted model: a loopback server of ours speaking the model APIs of the real hosts.
+
+Run a real coding agent (Claude Code, Codex CLI, Gemini CLI) against a script instead of a
+model: deterministic, free, without credentials, and every request the host makes recorded.
+
+    from bundle_server.model import start_scripted_model
+
+    script = {"turns": [{"toolCalls": [{"shell": "touch marker.txt"}]},
+                        {"when": {"toolResult": True}, "text": "Created marker.txt."}]}
+    with start_scripted_model(script, record="requests.jsonl") as model:
+        ...  # point the host at model.url (Codex: model.url + "/v1"), run it
+        model.requests  # every request: method, path, raw JSON, neutral form, reply
+
+    python -m bundle_server.model SCRIPT.json [--port N] [--record FILE]
+
+Pointing a host at it (any API key will do; tests/_real_hosts.py has the whole setup):
+
+- Claude Code: `ANTHROPIC_BASE_URL=<url>` and `ANTHROPIC_API_KEY`.
+- Codex CLI: a provider in `$CODEX_HOME/config.toml`, `model_provider = "scripted"` with
+  `[model_providers.scripted]` `base_url = "<url>/v1"`, `wire_api = "responses"` and
+  `env_key` naming the variable that holds the key.
+- Gemini CLI: `GOOGLE_GEMINI_BASE_URL=<url>` and `GEMINI_API_KEY`, with
+  `security.auth.selectedType = "gemini-api-key"` in its settings.json.
+
+Map of the package:
+
+- `script.py`: the ModelScript (spec/schemas/ModelScript.json) and its sans-IO stepper: which
+  turn answers which request, tool calls resolved against the tools a host offers.
+- `neutral.py`: the neutral form of a request and of a reply, between dialects and the stepper.
+- `dialects/`: one module per model API (`anthropic`: Messages; `openai_responses`: Responses;
+  `gemini`: generateContent), each decoding requests and encoding replies and streams.
+- `server.py`: the WSGI app (routing, recording) and its loopback server.
+- `__main__.py`: the command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bundle_server.model.neutral import ModelRequest, Reply
+from bundle_server.model.script import ScriptStepper
+from bundle_server.model.server import ScriptedModelApp, ScriptedModelServer
+
+__all__ = [
+    "ModelRequest",
+    "Reply",
+    "ScriptStepper",
+    "ScriptedModel",
+    "load_script",
+    "start_scripted_model",
+]
+
+Script = Mapping[str, Any] | str | os.PathLike[str]
+
+
+def load_script(script: Script) -> Mapping[str, Any]:
+    """A script given as data or as the path of a JSON file (checked when it is stepped)."""
+    if isinstance(script, Mapping):
+        return script
+    data: Mapping[str, Any] = json.loads(Path(script).read_text(encoding="utf-8"))
+    return data
+
+
+class ScriptedModel:
+    """A running scripted model: `url`, `port`, `requests`, `close()`; a context manager."""
+
+    def __init__(self, server: ScriptedModelServer) -> None:
+        self._server = server
+        self.url: str = server.url
+        self.port: int = server.port
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request so far, as recorded (see server.py), in the order answered."""
+        return self._server.app.requests
+
+    @property
+    def stepper(self) -> ScriptStepper:
+        return self._server.app.stepper
+
+    def close(self) -> None:
+        self._server.stop()
+
+    def __enter__(self) -> ScriptedModel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def start_scripted_model(
+    script: Script, *, port: int = 0, record: str | os.PathLike[str] | None = None
+) -> ScriptedModel:
+    """Serve `script` on 127.0.0.1 (`port` 0: a free port), recording every request in memory
+    and, with `record`, appended to that JSONL file."""
+    stepper = ScriptStepper(load_script(script))
+    server = ScriptedModelServer(ScriptedModelApp(stepper, record), port)
+    try:
+        server.start()
+    except BaseException:
+        server.stop()
+        raise
+    return ScriptedModel(server)

@@ -1,0 +1,60 @@
+"""`python -m bundle_server.model SCRIPT [--port N] [--record FILE]`: serve a ModelScript.
+
+Prints the URL to point a host at on stdout (and, on stderr, how each host is pointed at it),
+then serves until Ctrl-C or SIGTERM. Exit codes: 0 stopped, 2 a script that cannot be read or
+does not conform, or a port that cannot be bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from bundle_contract._error_bases import ContractError
+from bundle_server.model import start_scripted_model
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bundle_server.model", description="Serve a scripted model on loopback."
+    )
+    parser.add_argument("script", help="a ModelScript JSON file")
+    parser.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
+    parser.add_argument("--record", help="append every request to this JSONL file")
+    args = parser.parse_args(argv)
+    try:
+        model = start_scripted_model(args.script, port=args.port, record=args.record)
+    except (OSError, ValueError, ContractError) as error:
+        print(f"bundle_server.model: {error}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    print(model.url, flush=True)
+    print(
+        f"Claude Code: ANTHROPIC_BASE_URL={model.url}\n"
+        f'Codex CLI: a model provider with base_url = "{model.url}/v1", wire_api = "responses"\n'
+        f"Gemini CLI: GOOGLE_GEMINI_BASE_URL={model.url}\n"
+        "Ctrl-C stops.",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        model.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

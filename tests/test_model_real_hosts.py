@@ -1,0 +1,199 @@
+"""The real host CLIs (Claude Code, Codex CLI, Gemini CLI, pinned in clis/) against the
+scripted model, off the net (tests/_real_hosts.py has the facts of each).
+
+Per host, two runs:
+
+- a plain non-interactive run whose script calls the host's shell tool (`touch marker.txt`)
+  and then answers a final text: the marker exists and the final text is the run's answer;
+- a run with command hooks on the host's events and a stdio MCP server: the script calls the
+  server's tool by server and tool name (resolved against the host's own spelling), then a
+  shell command a PreToolUse-like hook denies, then one it allows, then answers, which a
+  Stop-like hook blocks once. The model sees the session-start context, the denial's reason
+  and the block's reason; a hook that succeeds silently (with text on stderr) shows nothing;
+  what each hook got on stdin has the keys of the saved sample
+  (tests/data/real_hosts/<host>/<NativeEvent>.json, taken from such a run; a tool event's is
+  the allowed shell call's).
+
+A CLI missing from clis/node_modules/.bin is a skip (`make clis` installs them).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _real_hosts import HOSTS, Launch, missing_cli, prepare, run_host
+
+from bundle_server.model import start_scripted_model
+
+KINDS = sorted(HOSTS)
+DATA = Path(__file__).parent / "data"
+HOOK = DATA / "model" / "hook.py"
+TINY_MCP = DATA / "model" / "tiny_mcp.py"
+SAMPLES = DATA / "real_hosts"
+RUN_TIMEOUT = 90  # seconds: a run takes 1-8 s here; a hung CLI fails the test, then is killed
+
+CONTEXT = "SESSION-CONTEXT-7f3a"
+DENIAL = "DENIED-BY-HOOK-41c2"
+BLOCK = "KEEP-GOING-9b7e"
+QUIET = "QUIET-STDERR-5d1e"
+
+
+def _skip_without(kind: str) -> None:
+    reason = missing_cli(kind)
+    if reason is not None:
+        pytest.skip(reason)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_scripted_turn_runs_the_shell_tool(kind: str, tmp_path: Path) -> None:
+    _skip_without(kind)
+    script = {
+        "turns": [
+            {"text": "Creating the marker.", "toolCalls": [{"shell": "touch marker.txt"}]},
+            {"when": {"toolResult": True}, "text": "Created marker.txt."},
+        ],
+        "finalText": "unexpected",
+    }
+    with start_scripted_model(script) as model:
+        launch = prepare(kind, tmp_path, model.url, "Create marker.txt here.")
+        done = run_host(launch, RUN_TIMEOUT)
+        requests = model.requests
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (launch.workspace / "marker.txt").exists()
+    assert "Created marker.txt." in done.stdout
+    turns = [r["reply"] for r in requests if r.get("reply", {}).get("turn") is not None]
+    assert [t["turn"] for t in turns] == [0, 1]
+    assert turns[0]["toolCalls"][0]["name"] == HOSTS[kind].shell_tool
+    assert all(r["status"] == 200 for r in requests), requests
+
+
+@dataclass
+class KitRun:
+    """One run with hooks and an MCP server (see the module docstring)."""
+
+    launch: Launch
+    returncode: int
+    stdout: str
+    stderr: str
+    requests: list[dict[str, Any]]
+
+    def captured(self, event: str) -> list[Any]:
+        path = self.launch.root / "capture" / f"{event}.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+    def turn_request(self, turn: int) -> dict[str, Any]:
+        """The request the script's `turn` answered."""
+        return next(r for r in self.requests if (r.get("reply") or {}).get("turn") == turn)
+
+
+def _hook_replies(kind: str) -> dict[str, list[dict[str, Any]]]:
+    outputs = HOSTS[kind].outputs
+    kit = HOSTS[kind].kit
+    assert outputs is not None and kit is not None
+    deny_event, deny = outputs.deny_tool
+    context_event, context = outputs.session_context
+    stop_event, block = outputs.block_stop
+    replies: dict[str, list[dict[str, Any]]] = {event: [] for event in kit.hook_events}
+    replies[context_event].append({"stdout": context.replace("{context}", CONTEXT)})
+    replies[deny_event].append(
+        {"contains": "denied.txt", "stdout": deny.replace("{reason}", DENIAL)}
+    )
+    replies[stop_event].append({"nth": 1, "stdout": block.replace("{reason}", BLOCK)})
+    # Every other call: success, with text on stderr that must not show.
+    for rules in replies.values():
+        rules.append({"stdout": outputs.silent, "stderr": QUIET})
+    return replies
+
+
+ECHO = {"text": "hi"}
+MARKER = {"shell": "touch marker.txt"}
+KIT_SCRIPT = {
+    "turns": [
+        {"text": "Echoing.", "toolCalls": [{"server": "tiny", "tool": "echo", "input": ECHO}]},
+        {"when": {"toolResult": True}, "toolCalls": [{"shell": "touch denied.txt"}]},
+        {"when": {"toolResult": True, "textContains": DENIAL}, "toolCalls": [MARKER]},
+        {"when": {"toolResult": True}, "text": "First answer."},
+        {"when": {"toolResult": False, "textContains": BLOCK}, "text": "Final answer."},
+    ],
+    "finalText": "unexpected",
+}
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def kit_run(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KitRun]:
+    kind: str = request.param
+    _skip_without(kind)
+    facts = HOSTS[kind]
+    assert facts.kit is not None
+    root = tmp_path_factory.mktemp(kind)
+    (root / "replies.json").write_text(json.dumps(_hook_replies(kind)), encoding="utf-8")
+    hooks = {
+        event: f"{shlex.quote(sys.executable)} {shlex.quote(str(HOOK))} {event}"
+        for event in facts.kit.hook_events
+    }
+    env = {"HOOK_CAPTURE": str(root / "capture"), "HOOK_REPLIES": str(root / "replies.json")}
+    with start_scripted_model(KIT_SCRIPT, record=root / "model.jsonl") as model:
+        launch = prepare(
+            kind,
+            root,
+            model.url,
+            "Echo hi, then create marker.txt.",
+            hooks=hooks,
+            mcp={"tiny": [sys.executable, str(TINY_MCP), str(root / "mcp-calls.jsonl")]},
+            extra_env=env,
+        )
+        done = run_host(launch, RUN_TIMEOUT)
+        yield KitRun(launch, done.returncode, done.stdout, done.stderr, model.requests)
+
+
+def test_the_mcp_tool_is_called_by_server_and_tool_name(kit_run: KitRun) -> None:
+    assert kit_run.returncode == 0, kit_run.stderr[-2000:]
+    kit = HOSTS[kit_run.launch.kind].kit
+    assert kit is not None
+    spelled = kit.mcp_tool.format(server="tiny", tool="echo")
+    call = kit_run.turn_request(0)["reply"]["toolCalls"][0]
+    assert call["name"] == spelled
+    assert spelled in kit_run.turn_request(0)["request"]["tools"]
+    calls = (kit_run.launch.root / "mcp-calls.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in calls] == [{"text": "hi"}]
+    assert "echo: hi" in json.dumps(kit_run.turn_request(1)["request"]["messages"])
+
+
+def test_hook_outputs_reach_the_model(kit_run: KitRun) -> None:
+    assert kit_run.returncode == 0, kit_run.stderr[-2000:]
+    workspace = kit_run.launch.workspace
+    assert not (workspace / "denied.txt").exists()
+    assert (workspace / "marker.txt").exists()
+    assert CONTEXT in json.dumps(kit_run.turn_request(0)["raw"])
+    assert kit_run.turn_request(2)["reply"]["toolCalls"]  # played: the denial's reason came
+    assert kit_run.turn_request(4)["reply"]["text"] == "Final answer."  # the block's reason came
+    assert "unexpected" not in json.dumps([r.get("reply") for r in kit_run.requests])
+    assert QUIET not in kit_run.stdout + kit_run.stderr
+    assert QUIET not in json.dumps([r.get("raw") for r in kit_run.requests])
+
+
+def test_hook_stdin_has_the_keys_of_the_saved_samples(kit_run: KitRun) -> None:
+    # Tool events are compared on the shell call that runs (an MCP call adds Gemini's
+    # mcp_context); every other event on its first call.
+    kind = kit_run.launch.kind
+    kit = HOSTS[kind].kit
+    assert kit is not None
+    for event in kit.hook_events:
+        sample = json.loads((SAMPLES / kind / f"{event}.json").read_text(encoding="utf-8"))
+        captured = kit_run.captured(event)
+        if event in kit.tool_events:
+            captured = [c for c in captured if "marker.txt" in json.dumps(c["tool_input"])]
+        assert captured, f"{kind} never ran its {event} hook"
+        assert set(captured[0]) == set(sample), event
+        assert captured[0]["hook_event_name"] == event
