@@ -67,6 +67,8 @@ _EXPORTS = {
     "validate_artifact_manifest_schema": "_manifest",
     "BuildResult": "_build",
     "build_project": "_build",
+    "AttachPlan": "_host_attach",
+    "attach_plan": "_host_attach",
     "payload_gaps": "_host_plugin",
     "plugin_args": "_host_plugin",
     "plugin_files": "_host_plugin",
@@ -119,6 +121,7 @@ if TYPE_CHECKING:  # the same names, for type checkers; a test holds both lists 
     from bundle_contract._generated.errors import ERRORS
     from bundle_contract._hook_results import validate_hook_result
     from bundle_contract._hooks import handler_events, hook_handler_context, validate_hook_payload
+    from bundle_contract._host_attach import AttachPlan, attach_plan
     from bundle_contract._host_plugin import (
         payload_gaps,
         plugin_args,

@@ -178,7 +178,7 @@ def plugin_files(
     """
     row = host_row(host)
     plugin = row["plugin"]
-    natives = {event["native"] for event in row["event"]}
+    natives = {event["native"] for event in row["event"] if "not_sent" not in event}
     for key in ("id", "name", "version"):
         if not isinstance(application.get(key), str) or not application[key]:
             raise ValueError(f"application {key!r} must be a non-empty string")

@@ -54,6 +54,7 @@ from bundle_server.agent.endpoint import AgentEndpoint
 from bundle_server.invocations.service import InvocationService
 from bundle_server.logs.hub import LogBridge, LogHub
 from bundle_server.mcp.service import McpService
+from bundle_server.model import ScriptedModel
 from bundle_server.project.hub import ProjectHub
 from bundle_server.project.lock import ServerLock
 from bundle_server.project.manager import ProjectLoop
@@ -127,6 +128,7 @@ class DevServer:
     mcp = ServiceAttribute(McpService)
     agent = ServiceAttribute(AgentEndpoint)  # when `agent_api` asked for it
     sessions = ServiceAttribute(SessionManager)
+    model = ServiceAttribute(ScriptedModel)  # when given a model script
     app_frame = ServiceAttribute(AppFrame)
 
     def __init__(
@@ -139,8 +141,11 @@ class DevServer:
         check_responses: bool = False,
         watch: bool = True,
         environ: Mapping[str, str] | None = None,
+        model_script: Mapping[str, Any] | str | os.PathLike[str] | None = None,
     ) -> None:
         self.options = options
+        # A script every host session runs against on a scripted model (bundle_server.model).
+        self.model_script = model_script
         self.project_root = Path(options["root"]).resolve()
         # Read before anything is started, so a bad config file leaves nothing to undo. The
         # file is the project's say; an explicit argument (a test, an embedding tool) is the
@@ -332,6 +337,7 @@ def start_dev_server(
     check_responses: bool = False,
     watch: bool = True,
     environ: Mapping[str, str] | None = None,
+    model_script: Mapping[str, Any] | str | os.PathLike[str] | None = None,
 ) -> DevServer:
     """Start the development server for the project at `root`; returns once it listens.
 
@@ -345,6 +351,8 @@ def start_dev_server(
     outside StartOptions;
     `check_responses` holds every JSON response to its route's schema before sending it (the
     tests and the fuzzer turn it on; a server that trusts its handlers skips the cost).
+    `model_script` (a ModelScript, or the path of one) starts a scripted model on loopback
+    that every host session is pointed at (hosts.toml [host.scripted]), off the net.
 
     Raises ConfigInvalid, before anything starts, when the project's bundle.config.json
     cannot be read or does not conform to BundleConfig.json (a bundle.config.py is project
@@ -368,4 +376,5 @@ def start_dev_server(
         check_responses=check_responses,
         watch=watch,
         environ=environ,
+        model_script=model_script,
     )

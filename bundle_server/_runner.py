@@ -1,9 +1,11 @@
-"""`bundle-server [PROJECT_DIR] [--port N] [--open] [--ready-file FILE]`: run the dev server.
+"""`bundle-server [PROJECT_DIR] [--port N] [--open] [--agent-api] [--model-script SCRIPT]
+[--ready-file FILE]`: run the dev server.
 
 Theory of operation: the arguments are checked as StartOptions before anything starts (a
 missing directory or a bad port is a usage error, exit 2, one line on stderr); so is a project
 config file the server refuses at start (ConfigInvalid), and a project another server already
-serves (ProjectAlreadyServed): the fix is in what the user gave us,
+serves (ProjectAlreadyServed), and a model script that cannot be read or is no ModelScript:
+the fix is in what the user gave us,
 as with a bad argument, not in the machine (a busy port, exit 1). SIGINT and
 SIGTERM are blocked before the server thread exists, so every thread inherits the mask and the
 signals reach only `sigwait` in the main thread: no handler runs at an arbitrary point, and
@@ -20,13 +22,15 @@ import errno
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import ConfigInvalid, ProjectAlreadyServed
+from bundle_contract._validation import validate
 from bundle_server._dev_server import start_dev_server, start_options
+from bundle_server.model import load_script
 from bundle_server.receipts.endpoint_file import remove_ready_file, write_ready_file
 from bundle_server.workbench.vendor import missing as missing_vendor_files
 
@@ -52,6 +56,13 @@ def _parser() -> _Parser:
         action="store_true",
         help="serve the agent endpoint (MCP on loopback; URL and token in"
         " .bundle/agent-endpoint.json and in host sessions' environment)",
+    )
+    parser.add_argument(
+        "--model-script",
+        type=Path,
+        metavar="SCRIPT",
+        help="run every host session against this ModelScript (JSON) on a scripted model on"
+        " loopback, instead of the host's own model: no credentials, nothing off the net",
     )
     parser.add_argument(
         "--ready-file",
@@ -82,6 +93,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ready_file: Path | None = args.ready_file
     if ready_file is not None and not ready_file.parent.is_dir():
         parser.error(f"no directory for the ready file: {ready_file.parent}")
+    script = None
+    if args.model_script is not None:
+        try:
+            script = load_script(args.model_script)
+            validate("ModelScript.json", dict(script))
+        except OSError as exc:
+            parser.error(f"cannot read the model script {args.model_script}: {exc.strerror}")
+        except ValueError as exc:
+            parser.error(f"the model script {args.model_script} is not JSON: {exc}")
+        except ContractError as exc:
+            parser.error(f"the model script {args.model_script}: {exc.message}")
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -89,17 +111,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     root_logger.addHandler(handler)
     previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
-        return _serve(args.project_dir, args.port, args.open, args.agent_api, ready_file)
+        return _serve(args.project_dir, args.port, args.open, args.agent_api, ready_file, script)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
         root_logger.removeHandler(handler)
 
 
 def _serve(
-    project_dir: str, port: int, open_browser: bool, agent_api: bool, ready_file: Path | None
+    project_dir: str,
+    port: int,
+    open_browser: bool,
+    agent_api: bool,
+    ready_file: Path | None,
+    script: Mapping[str, Any] | None = None,
 ) -> int:
     try:
-        server = start_dev_server(project_dir, port=port, open=open_browser, agent_api=agent_api)
+        server = start_dev_server(
+            project_dir, port=port, open=open_browser, agent_api=agent_api, model_script=script
+        )
     except (ConfigInvalid, ProjectAlreadyServed) as exc:
         # The same one-line form as the parser's usage errors; a schema message quotes the
         # offending value, which must not spill onto more lines.
@@ -116,6 +145,8 @@ def _serve(
     with server:
         log.info("serving %s at %s", server.project_root, server.url)
         print(f"Workbench: {server.workbench_url}", flush=True)
+        if server.model is not None:
+            print(f"Scripted model: {server.model.url} (every host session)", flush=True)
         if missing_vendor_files():
             # A source checkout before `make vendor`: the API serves, the page's terminals not.
             print(

@@ -1,15 +1,22 @@
-"""Launching the real host CLIs (clis/node_modules/.bin) against a scripted model, off the net.
+"""Launching the real host CLIs (clis/node_modules/.bin) against the scripted model, off the net.
 
-The facts are data, one `HostFacts` per host kind in `HOSTS` (to move into spec/hosts.toml):
-the executable, the environment, the files written into a throwaway home, the arguments of a
-non-interactive run, and how the host is handed a plugin. Templates name `{model_url}`,
-`{root}` (the throwaway directory), `{home}`, `{workspace}`, `{prompt}` and `{plugin}`.
+What spec/hosts.toml holds is taken from it: the executable ([host.session]); the variables,
+arguments and settings that point a host at the scripted model and keep it off the net
+([scripted], [host.scripted]); the home of its own a host runs in and how a plugin is
+attached ([host.attach]): `attach_plan` and `apply`, which runs the host's own install
+commands; the non-interactive run ([host.batch]): `batch_args`, read back with
+`Launch.outcome`; the native event names ([host.event]) and how a plugin's documents are laid
+out ([host.plugin]).
 
-Every run gets a home of its own under a temporary directory (HOME, CODEX_HOME and
-GEMINI_CLI_HOME point into it; TMPDIR too), and may reach only loopback: the proxy variables
-name a closed loopback port, and each CLI's telemetry, update and error-reporting switches are
-off. `run_host` starts the CLI in a session of its own and, once it exits or its time is up,
-kills that whole process group, so nothing it started (an MCP server, a hook) outlives the run.
+What stays here is the tests' own: each host's shell tool; where a test puts hooks and stdio
+MCP servers of its own to capture what the host sends them (`KitFacts`); the files Claude's
+interactive UI wants in a fresh home; and the run's HOME and TMPDIR, under a throwaway
+directory. As root, the run gets the opt-in of a host that refuses root ([host.batch]
+refuses_root).
+
+Every run reaches loopback only, and `run_host` starts the CLI in a session of its own and,
+once it exits or its time is up, kills that whole process group, so nothing it started (an
+MCP server, a hook) outlives the run.
 """
 
 from __future__ import annotations
@@ -24,224 +31,115 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bundle_contract._host_attach import SCRIPTED_API_KEY, attach_plan, plugin_name
+from bundle_contract._host_plugin import HOOK_FORMATS, batch_args, host_row, plugin_files
+from bundle_contract._spec import get_spec, plain
+from bundle_server.evals.batch import BatchOutcome, mcp_tool_name, read_outcome
+from bundle_server.sessions.pty._attach import apply
+
 CLIS = Path(__file__).resolve().parents[1] / "clis" / "node_modules" / ".bin"
-API_KEY = "sk-scripted-0000"
 
-# Nothing leaves loopback: every proxy variable names a closed port, loopback goes direct.
-LOOPBACK_ONLY: dict[str, str] = {
-    "HTTPS_PROXY": "http://127.0.0.1:9",
-    "HTTP_PROXY": "http://127.0.0.1:9",
-    "https_proxy": "http://127.0.0.1:9",
-    "http_proxy": "http://127.0.0.1:9",
-    "ALL_PROXY": "http://127.0.0.1:9",
-    "NO_PROXY": "127.0.0.1,localhost",
-    "no_proxy": "127.0.0.1,localhost",
-}
+# hosts.toml [scripted]: every proxy variable names a closed port, loopback goes direct.
+LOOPBACK_ONLY: dict[str, str] = plain(get_spec().tables["hosts"]["scripted"]["env"])
 
-CODEX_CONFIG = """\
-model = "scripted"
-model_provider = "scripted"
-check_for_update_on_startup = false
-
-[analytics]
-enabled = false
-
-[feedback]
-enabled = false
-
-[otel]
-exporter = "none"
-
-[model_providers.scripted]
-name = "scripted"
-base_url = "{model_url}/v1"
-wire_api = "responses"
-env_key = "SCRIPTED_API_KEY"
-"""
-
-GEMINI_SETTINGS = {
-    "security": {"auth": {"selectedType": "gemini-api-key"}},
-    "privacy": {"usageStatisticsEnabled": False},
-    "telemetry": {"enabled": False},
-    "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
-}
+# The families a kit hooks, in the order they happen in a turn.
+KIT_FAMILIES = ("session/start", "prompt/submit", "tool/before", "tool/after", "stop")
+KIT_TIMEOUT = 30.0  # seconds, written in the host's own unit
+KIT_PLUGIN = "kit"
 
 
 @dataclass(frozen=True)
 class KitFacts:
-    """Where a host takes command hooks and a stdio MCP server, for a test's throwaway home.
+    """Where a test's own hooks and stdio MCP servers go on a host.
 
-    Both documents are JSON merged into the file (a settings file may hold other keys), except
-    `mcp_format = "toml"`: `[mcp_servers.<name>]` tables appended to Codex's config.toml."""
+    `plugin`: a plugin directory named "kit", laid out ([host.plugin]) and attached
+    ([host.attach]) as hosts.toml says. Otherwise the user's own settings in the run's home of
+    the host (paths relative to it): the hooks document (the host's `hooks_format`) merged into
+    the JSON file `hooks_file` under "hooks"; the servers merged into `mcp_file` under
+    "mcpServers", or with `mcp_format = "toml"` appended as `[mcp_servers.<name>]` tables;
+    `mcp_entry` adds keys to each server's entry; `mcp_tool` spells tool {tool} of server
+    {server}; `args` are what the user-level hooks need to run at all."""
 
-    hook_events: tuple[str, ...]  # the native events tests hook, in the order they happen
-    tool_events: frozenset[str]  # those that take a matcher
-    hooks_file: str
-    timeout_unit: str  # "s" or "ms"
-    mcp_file: str
-    mcp_tool: str  # how the model is offered tool {tool} of stdio server {server}
+    plugin: bool = False
+    hooks_file: str = ""
+    mcp_file: str = ""
     mcp_format: str = "json"
-    files: Mapping[str, str] = field(default_factory=dict)  # more files (a plugin manifest)
+    mcp_entry: Mapping[str, str] = field(default_factory=dict)
+    mcp_tool: str = ""
     args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
-class HookOutputs:
-    """What a command hook prints on stdout (exiting 0) for each effect, as (native event,
-    stdout) with `{reason}` / `{context}` to fill in; `silent` is the stdout of a success that
-    shows nothing to the user even when the hook wrote on stderr."""
-
-    deny_tool: tuple[str, str]
-    session_context: tuple[str, str]
-    block_stop: tuple[str, str]
-    silent: str
-
-
-CLAUDE_LIKE_OUTPUTS = HookOutputs(
-    deny_tool=(
-        "PreToolUse",
-        '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",'
-        ' "permissionDecisionReason": "{reason}"}}',
-    ),
-    session_context=(
-        "SessionStart",
-        '{"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext":'
-        ' "{context}"}}',
-    ),
-    block_stop=("Stop", '{"decision": "block", "reason": "{reason}"}'),
-    silent="",
-)
-
-
-@dataclass(frozen=True)
 class HostFacts:
-    """How one host is run against the scripted model (see the module docstring)."""
+    """One host as the tests run it: hosts.toml's executable plus the tests' own facts."""
 
     kind: str
     executable: str
-    env: Mapping[str, str]
-    files: Mapping[str, str]  # path template (under {root}) -> content template
-    batch_args: tuple[str, ...]  # a non-interactive run of {prompt}
-    plugin_args: tuple[str, ...] = ()  # what hands the host the plugin at {plugin}
-    shell_tool: str = ""
-    kit: KitFacts | None = None
-    outputs: HookOutputs | None = None
+    shell_tool: str
+    kit: KitFacts
+    # Files the interactive UI needs in a fresh home (relative to HOME; `{workspace}` and
+    # `{api_key}` filled in): print mode needs none of them.
+    ui_files: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def binary(self) -> Path:
         return CLIS / self.executable
 
+    def natives(self, families: Sequence[str] = KIT_FAMILIES) -> list[str]:
+        """The host's native event of each family (hosts.toml [host.event])."""
+        events = {e["family"]: e["native"] for e in host_row(self.kind)["event"]}
+        return [events[family] for family in families]
 
-HOSTS: dict[str, HostFacts] = {
-    "host_a": HostFacts(
-        kind="host_a",
-        executable="claude",
-        env={
-            "ANTHROPIC_BASE_URL": "{model_url}",
-            "ANTHROPIC_API_KEY": API_KEY,
-            # As root, --permission-mode bypassPermissions is refused without it.
-            "IS_SANDBOX": "1",
-            "DISABLE_TELEMETRY": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-        },
-        # Print mode needs none of these; the interactive UI stops at a dialog for each one
-        # missing: onboarding, the API key from the environment (approved by its last 20
-        # characters), trusting the workspace, and bypassPermissions mode.
-        files={
-            "{home}/.claude.json": json.dumps(
-                {
-                    "hasCompletedOnboarding": True,
-                    "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
-                    "projects": {"{workspace}": {"hasTrustDialogAccepted": True}},
-                }
-            ),
-            "{home}/.claude/settings.json": json.dumps({"skipDangerousModePermissionPrompt": True}),
-        },
-        batch_args=(
-            "-p",
-            "--output-format",
-            "json",
-            "--permission-mode",
-            "bypassPermissions",
-            "--",
-            "{prompt}",
-        ),
-        plugin_args=("--plugin-dir", "{plugin}"),
-        shell_tool="Bash",
-        # A plugin directory, as a bundle is attached: MCP tools are then spelled
-        # mcp__plugin_<plugin>_<server>__<tool>.
-        kit=KitFacts(
-            hook_events=("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"),
-            tool_events=frozenset({"PreToolUse", "PostToolUse"}),
-            hooks_file="{root}/kit/hooks/hooks.json",
-            timeout_unit="s",
-            mcp_file="{root}/kit/.mcp.json",
-            mcp_tool="mcp__plugin_kit_{server}__{tool}",
-            files={"{root}/kit/.claude-plugin/plugin.json": '{"name": "kit", "version": "0.1.0"}'},
-            args=("--plugin-dir", "{root}/kit"),
-        ),
-        outputs=CLAUDE_LIKE_OUTPUTS,
-    ),
-    "host_b": HostFacts(
-        kind="host_b",
-        executable="codex",
-        env={"CODEX_HOME": "{home}/.codex", "SCRIPTED_API_KEY": API_KEY},
-        files={"{home}/.codex/config.toml": CODEX_CONFIG},
-        batch_args=(
-            "exec",
-            "--skip-git-repo-check",
-            "--dangerously-bypass-approvals-and-sandbox",
-            "{prompt}",
-        ),
-        shell_tool="exec_command",
-        # The user's own hooks and MCP servers (a plugin needs `codex plugin marketplace add`
-        # and `codex plugin add` first); hooks are untrusted until reviewed, or bypassed.
-        kit=KitFacts(
-            hook_events=("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"),
-            tool_events=frozenset({"PreToolUse", "PostToolUse"}),
-            hooks_file="{home}/.codex/hooks.json",
-            timeout_unit="s",
-            mcp_file="{home}/.codex/config.toml",
+    def tool_name(self, server: str, tool: str) -> str:
+        """How the host offers the model tool `tool` of a kit's MCP server `server`."""
+        if self.kit.plugin:
+            return mcp_tool_name(self.kind, KIT_PLUGIN, server, tool)
+        return self.kit.mcp_tool.format(server=server, tool=tool)
+
+
+# Claude's interactive UI stops at a dialog for each of these missing: onboarding, the API key
+# from the environment (approved by its last 20 characters), trusting the workspace, and
+# bypassPermissions mode.
+CLAUDE_UI_FILES = {
+    ".claude.json": {
+        "hasCompletedOnboarding": True,
+        "customApiKeyResponses": {"approved": ["{api_key}"], "rejected": []},
+        "projects": {"{workspace}": {"hasTrustDialogAccepted": True}},
+    },
+    ".claude/settings.json": {"skipDangerousModePermissionPrompt": True},
+}
+
+_TEST_FACTS: dict[str, dict[str, Any]] = {
+    # A plugin directory, as a bundle is attached.
+    "host_a": {"shell_tool": "Bash", "kit": KitFacts(plugin=True), "ui_files": CLAUDE_UI_FILES},
+    # The user's own hooks and MCP servers in CODEX_HOME (a plugin needs Codex's marketplace
+    # commands); user hooks are untrusted until reviewed, or bypassed. Under `exec`'s
+    # workspace-write sandbox an MCP tool call needs an approval nobody can give, unless the
+    # user approved the server's tools beforehand.
+    "host_b": {
+        "shell_tool": "exec_command",
+        "kit": KitFacts(
+            hooks_file="hooks.json",
+            mcp_file="config.toml",
             mcp_format="toml",
+            mcp_entry={"default_tools_approval_mode": "approve"},
             mcp_tool="mcp__{server}__{tool}",  # a Responses API namespace mcp__{server}
             args=("--dangerously-bypass-hook-trust",),
         ),
-        outputs=CLAUDE_LIKE_OUTPUTS,  # Codex reads Claude's hook output shapes
-    ),
-    "host_c": HostFacts(
-        kind="host_c",
-        executable="gemini",
-        env={
-            "GEMINI_CLI_HOME": "{home}",
-            "GOOGLE_GEMINI_BASE_URL": "{model_url}",
-            "GEMINI_API_KEY": API_KEY,
-            "GEMINI_CLI_TRUST_WORKSPACE": "true",
-        },
-        files={"{home}/.gemini/settings.json": json.dumps(GEMINI_SETTINGS, indent=2)},
-        batch_args=("--approval-mode", "yolo", "-p", "{prompt}"),
-        shell_tool="run_shell_command",
-        kit=KitFacts(
-            hook_events=("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent"),
-            tool_events=frozenset({"BeforeTool", "AfterTool"}),
-            hooks_file="{home}/.gemini/settings.json",
-            timeout_unit="ms",
-            mcp_file="{home}/.gemini/settings.json",
+    },
+    "host_c": {
+        "shell_tool": "run_shell_command",
+        "kit": KitFacts(
+            hooks_file=".gemini/settings.json",
+            mcp_file=".gemini/settings.json",
             mcp_tool="mcp_{server}_{tool}",
         ),
-        outputs=HookOutputs(
-            deny_tool=("BeforeTool", '{"decision": "deny", "reason": "{reason}"}'),
-            session_context=(
-                "SessionStart",
-                '{"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext":'
-                ' "{context}"}}',
-            ),
-            block_stop=("AfterAgent", '{"decision": "deny", "reason": "{reason}"}'),
-            # With nothing on stdout, Gemini shows a hook's stderr as a "Hook system message".
-            silent="{}",
-        ),
-    ),
+    },
+}
+
+HOSTS: dict[str, HostFacts] = {
+    kind: HostFacts(kind=kind, executable=host_row(kind)["session"]["executable"], **facts)
+    for kind, facts in _TEST_FACTS.items()
 }
 
 
@@ -251,6 +149,28 @@ def missing_cli(kind: str) -> str | None:
     if not binary.exists():
         return f"{binary} is not installed (make clis installs the pinned host CLIs)"
     return None
+
+
+def base_env(kind: str, root: Path) -> dict[str, str]:
+    """Host `kind`'s environment as a user's: HOME and TMPDIR of its own under `root` (made),
+    loopback only. For a host that runs in a home of its own ([host.attach] home), the
+    variable naming the user's home of the host points into that HOME too, so an attach plan
+    carries files from there, never from the home of the user running the tests."""
+    home, tmp = root / "home", root / "tmp"
+    for directory in (home, tmp):
+        directory.mkdir(parents=True, exist_ok=True)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        **LOOPBACK_ONLY,
+    }
+    own = host_row(kind)["attach"].get("home")
+    if own is not None:
+        env[own["variable"]] = str(home / own["user_home"].removeprefix("~").lstrip("/"))
+    return env
 
 
 @dataclass
@@ -263,12 +183,12 @@ class Launch:
     workspace: Path
     env: dict[str, str]
     argv: list[str]
+    host_home: Path | None = None  # the host's home of the run's own ([host.attach] home)
 
-
-def _fill(template: str, values: Mapping[str, str]) -> str:
-    for key, value in values.items():
-        template = template.replace("{" + key + "}", value)
-    return template
+    def outcome(self, stdout: str) -> BatchOutcome:
+        """What the non-interactive run printed, read as hosts.toml [host.batch] says."""
+        host_home = str(self.host_home) if self.host_home is not None else None
+        return read_outcome(self.kind, stdout, str(self.workspace), str(self.home), host_home)
 
 
 def prepare(
@@ -283,87 +203,106 @@ def prepare(
     extra_args: Sequence[str] = (),
     extra_env: Mapping[str, str] | None = None,
 ) -> Launch:
-    """Write the throwaway home under `root` and build the run of `prompt` for host `kind`:
-    with `hooks` (native event -> shell command) and `mcp` (server name -> argv of a stdio
-    server) installed where the host's KitFacts say."""
+    """Prepare the throwaway home under `root` and build the non-interactive run of `prompt`
+    for host `kind` against the scripted model at `model_url`: with the plugin directory
+    `plugin` attached as hosts.toml attaches one (the host's own install commands run here),
+    and with `hooks` (native event -> shell command) and `mcp` (server name -> argv of a stdio
+    server) put where the host's KitFacts say."""
     facts = HOSTS[kind]
-    home, workspace, tmp = root / "home", root / "workspace", root / "tmp"
-    for directory in (home, workspace, tmp):
-        directory.mkdir(parents=True, exist_ok=True)
-    values = {
-        "model_url": model_url,
-        "root": str(root),
-        "home": str(home),
-        "workspace": str(workspace),
-        "prompt": prompt,
-        "plugin": str(plugin or ""),
-    }
-    for path, content in facts.files.items():
-        target = Path(_fill(path, values))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(_fill(content, values), encoding="utf-8")
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "LANG": "C.UTF-8",
-        "TERM": "dumb",
-        "HOME": str(home),
-        "TMPDIR": str(tmp),
-        **LOOPBACK_ONLY,
-        **{name: _fill(value, values) for name, value in facts.env.items()},
-        **(extra_env or {}),
-    }
-    kit_args: list[str] = []
+    workspace = root / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    env = base_env(kind, root)
+    home = Path(env["HOME"])
+    refusal = host_row(kind)["batch"].get("refuses_root")
+    if refusal is not None and os.geteuid() == 0:
+        env[refusal["variable"]] = refusal["value"]
+    env.update(extra_env or {})
+    host_home = root / "host home" if "home" in host_row(kind)["attach"] else None
+    if host_home is not None:
+        host_home.mkdir(exist_ok=True)
+    plan = attach_plan(
+        kind,
+        plugin,
+        plugin=plugin_name(kind, plugin) if plugin is not None else "",
+        home=host_home,
+        user_env=env,
+        model_url=model_url,
+    )
+    apply(plan, [str(facts.binary)], env)
+    env.update(plan.env)
+    values = {"{workspace}": str(workspace), "{api_key}": SCRIPTED_API_KEY[-20:]}
+    for relative, document in facts.ui_files.items():
+        _merge_json(home / relative, _filled(document, values))
+    argv = [str(facts.binary), *plan.args]
     if hooks or mcp:
-        assert facts.kit is not None, f"{kind} has no kit facts"
-        _install_kit(facts.kit, values, hooks or {}, mcp or {})
-        kit_args = [_fill(a, values) for a in facts.kit.args]
-    plugin_args = [_fill(a, values) for a in facts.plugin_args] if plugin is not None else []
-    batch = [_fill(a, values) for a in facts.batch_args]
-    argv = [str(facts.binary), *plugin_args, *kit_args, *extra_args, *batch]
-    return Launch(kind, root, home, workspace, env, argv)
+        kit_args = _install_kit(facts, root / KIT_PLUGIN, host_home, hooks or {}, mcp or {})
+        argv += [arg for arg in kit_args if facts.kit.plugin or arg not in argv]
+    argv += [*extra_args, *batch_args(kind, prompt)]
+    return Launch(kind, root, home, workspace, env, argv, host_home)
 
 
-def _merge_json(path: Path, key: str, value: Any) -> None:
+def _filled(value: Any, values: Mapping[str, str]) -> Any:
+    if isinstance(value, dict):
+        return {_filled(k, values): _filled(v, values) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_filled(v, values) for v in value]
+    if isinstance(value, str):
+        return values.get(value, value)
+    return value
+
+
+def _merge_json(path: Path, update: Mapping[str, Any]) -> None:
+    """Set the top-level keys of `update` in the JSON object at `path` (made when missing)."""
     data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    data[key] = value
+    data.update(update)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2), encoding="utf-8")
 
 
 def _install_kit(
-    kit: KitFacts,
-    values: Mapping[str, str],
+    facts: HostFacts,
+    kit_dir: Path,
+    host_home: Path | None,
     hooks: Mapping[str, str],
     mcp: Mapping[str, Sequence[str]],
-) -> None:
-    for path, content in kit.files.items():
-        target = Path(_fill(path, values))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(_fill(content, values), encoding="utf-8")
-    timeout = 30 if kit.timeout_unit == "s" else 30_000
-    document: dict[str, Any] = {}
-    for event, command in hooks.items():
-        group: dict[str, Any] = {
-            "hooks": [{"type": "command", "command": command, "timeout": timeout}]
-        }
-        if event in kit.tool_events:
-            group["matcher"] = "*"
-        document[event] = [group]
+) -> list[str]:
+    """Write the kit; the arguments the run then takes (a user-level kit's only once)."""
+    plugin = host_row(facts.kind)["plugin"]
+    seconds = KIT_TIMEOUT * 1000 if plugin["timeout_unit"] == "ms" else KIT_TIMEOUT
+    entries = {
+        event: [{"command": command, "timeout": int(seconds)}] for event, command in hooks.items()
+    }
+    hooks_document = HOOK_FORMATS[plugin["hooks_format"]](entries)
+    kit = facts.kit
+    servers = {
+        name: {"command": argv[0], "args": list(argv[1:]), **kit.mcp_entry}
+        for name, argv in mcp.items()
+    }
+    if kit.plugin:
+        application = {"id": KIT_PLUGIN, "name": KIT_PLUGIN, "version": "0.1.0"}
+        files = plugin_files(facts.kind, application=application, hooks=(), mcp_servers=servers)
+        for relative, data in files.items():
+            (kit_dir / relative).parent.mkdir(parents=True, exist_ok=True)
+            (kit_dir / relative).write_bytes(data)
+        if hooks:
+            _merge_json(kit_dir / plugin["hooks_document"], hooks_document)
+        kit_plan = attach_plan(facts.kind, kit_dir, plugin=KIT_PLUGIN, home=None)
+        assert kit_plan.home is None, f"{facts.kind}: a kit plugin needs a home-free attach"
+        return list(kit_plan.args)
+    assert host_home is not None, f"{facts.kind}: user-level kit files need the host's home"
     if hooks:
-        _merge_json(Path(_fill(kit.hooks_file, values)), "hooks", document)
-    if not mcp:
-        return
-    target = Path(_fill(kit.mcp_file, values))
-    if kit.mcp_format == "toml":
+        _merge_json(host_home / kit.hooks_file, {"hooks": hooks_document["hooks"]})
+    if servers and kit.mcp_format == "toml":  # JSON strings and arrays of them are TOML
         tables = "".join(
-            f"\n[mcp_servers.{name}]\ncommand = {json.dumps(argv[0])}\n"
-            f"args = {json.dumps(list(argv[1:]))}\n"
-            for name, argv in mcp.items()
+            f"\n[mcp_servers.{name}]\n"
+            + "".join(f"{key} = {json.dumps(value)}\n" for key, value in server.items())
+            for name, server in servers.items()
         )
-        target.write_text(target.read_text(encoding="utf-8") + tables, encoding="utf-8")
-    else:
-        servers = {name: {"command": argv[0], "args": list(argv[1:])} for name, argv in mcp.items()}
-        _merge_json(target, "mcpServers", servers)
+        with (host_home / kit.mcp_file).open("a", encoding="utf-8") as config:
+            config.write(tables)
+    elif servers:
+        _merge_json(host_home / kit.mcp_file, {"mcpServers": servers})
+    return list(kit.args)
 
 
 def run_host(launch: Launch, timeout: float) -> subprocess.CompletedProcess[str]:

@@ -21,6 +21,8 @@ context, then `ready`. Then, one command per input line:
                                       <reason>` or `stopped`
   quit                                exit 0 (so does the end of input)
 
+A prompt given as hosts.toml `prompt_args` says is the first of these lines.
+
 A hook runs as `sh -c <command>` with the native JSON on stdin, the agent's cwd and
 environment (BUNDLE_DEV_SESSION included) and the plugin root in the host's variable (or
 substituted into the command, as hosts.toml root_reference says); its answer is read back
@@ -53,6 +55,7 @@ executable entry running it.
 from __future__ import annotations
 
 import glob
+import itertools
 import json
 import os
 import re
@@ -505,11 +508,15 @@ def main(argv: list[str]) -> int:
     batch = prompt_from(row.get("batch", {}).get("args", []), rest)
     if batch is not None and not batch[1]:
         return Batch(Agent(row, plugin)).run(batch[0])
-    if plugin is None or rest:
+    # An interactive session's first prompt comes as arguments (hosts.toml prompt_args): it is
+    # the first input line.
+    first = prompt_from(row["session"].get("prompt_args", []), rest) if rest else None
+    if plugin is None or (rest and (first is None or first[1])):
         raise SystemExit(f"fake agent: no plugin given the way hosts.toml says, in {argv[2:]}")
     session = Agent(row, plugin)
     session.start()
-    for raw in sys.stdin.buffer:
+    lines = [first[0].encode("utf-8")] if first is not None else []
+    for raw in itertools.chain(lines, sys.stdin.buffer):
         line = raw.decode("utf-8").strip()
         command, _, rest = line.partition(" ")
         if command == "tool":

@@ -24,7 +24,9 @@ Each argument is one action, run in order:
   exit:N              exit with status N
   kill:NAME           kill itself with a signal (kill:USR1)
 
-Output goes straight to fd 1 with os.write, so nothing waits in a Python buffer.
+A prompt given as the real hosts take one (`-- PROMPT`, after the actions) is printed first as
+"prompt <repr>". Output goes straight to fd 1 with os.write, so nothing waits in a Python
+buffer.
 
 Imported by the tests, it gives `FAKE_HOST` (this file) and `host(*actions)`, a host
 executable entry that runs it with those actions.
@@ -101,7 +103,15 @@ def on_winch(*_: object) -> None:
     say(f"size {rows} {cols}")
 
 
-def main(actions: list[str]) -> int:
+def main(argv: list[str]) -> int:
+    # A session's prompt comes last, after `--`, as the real hosts take it (hosts.toml
+    # [host.session] prompt_args).
+    actions, dashes, prompt = argv, "", []
+    if "--" in argv:
+        at = argv.index("--")
+        actions, dashes, prompt = argv[:at], "--", argv[at + 1 :]
+    if dashes:
+        say(f"prompt {' '.join(prompt)!r}")
     for action in actions:
         name, _, arg = action.partition(":")
         if name == "raw":

@@ -1,5 +1,5 @@
 """The real host CLIs (Claude Code, Codex CLI, Gemini CLI, pinned in clis/) against the
-scripted model, off the net (tests/_real_hosts.py has the facts of each).
+scripted model, off the net, run as spec/hosts.toml says (tests/_real_hosts.py).
 
 Per host, two runs:
 
@@ -8,7 +8,8 @@ Per host, two runs:
 - a run with command hooks on the host's events and a stdio MCP server: the script calls the
   server's tool by server and tool name (resolved against the host's own spelling), then a
   shell command a PreToolUse-like hook denies, then one it allows, then answers, which a
-  Stop-like hook blocks once. The model sees the session-start context, the denial's reason
+  Stop-like hook blocks once; each hook answers as hosts.toml [host.hook_output] writes the
+  answer. The model sees the session-start context, the denial's reason
   and the block's reason; a hook that succeeds silently (with text on stderr) shows nothing;
   what each hook got on stdin has the keys of the saved sample
   (tests/data/real_hosts/<host>/<NativeEvent>.json, taken from such a run; a tool event's is
@@ -30,6 +31,7 @@ from typing import Any
 import pytest
 from _real_hosts import HOSTS, Launch, missing_cli, prepare, run_host
 
+from bundle_contract._hook_runtime import binding, native_answer
 from bundle_server.model import start_scripted_model
 
 KINDS = sorted(HOSTS)
@@ -67,7 +69,7 @@ def test_a_scripted_turn_runs_the_shell_tool(kind: str, tmp_path: Path) -> None:
         requests = model.requests
     assert done.returncode == 0, done.stderr[-2000:]
     assert (launch.workspace / "marker.txt").exists()
-    assert "Created marker.txt." in done.stdout
+    assert launch.outcome(done.stdout).final_message == "Created marker.txt."
     turns = [r["reply"] for r in requests if r.get("reply", {}).get("turn") is not None]
     assert [t["turn"] for t in turns] == [0, 1]
     assert turns[0]["toolCalls"][0]["name"] == HOSTS[kind].shell_tool
@@ -95,22 +97,25 @@ class KitRun:
         return next(r for r in self.requests if (r.get("reply") or {}).get("turn") == turn)
 
 
+def _answer(kind: str, event: str, result: dict[str, Any] | None) -> tuple[str, str]:
+    """(native event, stdout) of handler event `event`'s `result` on `kind`, as hosts.toml
+    [host.hook_output] writes it."""
+    native = binding(kind, event)[0]
+    return native, native_answer(kind, event, native, result)[0].decode()
+
+
 def _hook_replies(kind: str) -> dict[str, list[dict[str, Any]]]:
-    outputs = HOSTS[kind].outputs
-    kit = HOSTS[kind].kit
-    assert outputs is not None and kit is not None
-    deny_event, deny = outputs.deny_tool
-    context_event, context = outputs.session_context
-    stop_event, block = outputs.block_stop
-    replies: dict[str, list[dict[str, Any]]] = {event: [] for event in kit.hook_events}
-    replies[context_event].append({"stdout": context.replace("{context}", CONTEXT)})
-    replies[deny_event].append(
-        {"contains": "denied.txt", "stdout": deny.replace("{reason}", DENIAL)}
-    )
-    replies[stop_event].append({"nth": 1, "stdout": block.replace("{reason}", BLOCK)})
-    # Every other call: success, with text on stderr that must not show.
+    replies: dict[str, list[dict[str, Any]]] = {event: [] for event in HOSTS[kind].natives()}
+    context_event, context = _answer(kind, "sessionStart", {"additionalContext": CONTEXT})
+    replies[context_event].append({"stdout": context})
+    deny_event, deny = _answer(kind, "beforeTool", {"outcome": "deny", "reason": DENIAL})
+    replies[deny_event].append({"contains": "denied.txt", "stdout": deny})
+    stop_event, block = _answer(kind, "stop", {"outcome": "deny", "reason": BLOCK})
+    replies[stop_event].append({"nth": 1, "stdout": block})
+    # Every other call: success (the host's silent one), with text on stderr that must not show.
+    silent = _answer(kind, "beforeTool", None)[1]
     for rules in replies.values():
-        rules.append({"stdout": outputs.silent, "stderr": QUIET})
+        rules.append({"stdout": silent, "stderr": QUIET})
     return replies
 
 
@@ -134,13 +139,11 @@ def kit_run(
 ) -> Iterator[KitRun]:
     kind: str = request.param
     _skip_without(kind)
-    facts = HOSTS[kind]
-    assert facts.kit is not None
     root = tmp_path_factory.mktemp(kind)
     (root / "replies.json").write_text(json.dumps(_hook_replies(kind)), encoding="utf-8")
     hooks = {
         event: f"{shlex.quote(sys.executable)} {shlex.quote(str(HOOK))} {event}"
-        for event in facts.kit.hook_events
+        for event in HOSTS[kind].natives()
     }
     env = {"HOOK_CAPTURE": str(root / "capture"), "HOOK_REPLIES": str(root / "replies.json")}
     with start_scripted_model(KIT_SCRIPT, record=root / "model.jsonl") as model:
@@ -159,9 +162,7 @@ def kit_run(
 
 def test_the_mcp_tool_is_called_by_server_and_tool_name(kit_run: KitRun) -> None:
     assert kit_run.returncode == 0, kit_run.stderr[-2000:]
-    kit = HOSTS[kit_run.launch.kind].kit
-    assert kit is not None
-    spelled = kit.mcp_tool.format(server="tiny", tool="echo")
+    spelled = HOSTS[kit_run.launch.kind].tool_name("tiny", "echo")
     call = kit_run.turn_request(0)["reply"]["toolCalls"][0]
     assert call["name"] == spelled
     assert spelled in kit_run.turn_request(0)["request"]["tools"]
@@ -187,12 +188,11 @@ def test_hook_stdin_has_the_keys_of_the_saved_samples(kit_run: KitRun) -> None:
     # Tool events are compared on the shell call that runs (an MCP call adds Gemini's
     # mcp_context); every other event on its first call.
     kind = kit_run.launch.kind
-    kit = HOSTS[kind].kit
-    assert kit is not None
-    for event in kit.hook_events:
+    tool_events = HOSTS[kind].natives(("tool/before", "tool/after"))
+    for event in HOSTS[kind].natives():
         sample = json.loads((SAMPLES / kind / f"{event}.json").read_text(encoding="utf-8"))
         captured = kit_run.captured(event)
-        if event in kit.tool_events:
+        if event in tool_events:
             captured = [c for c in captured if "marker.txt" in json.dumps(c["tool_input"])]
         assert captured, f"{kind} never ran its {event} hook"
         assert set(captured[0]) == set(sample), event

@@ -201,20 +201,38 @@ def test_resize_reaches_the_child(make: Callable[..., SessionManager]) -> None:
         manager.create("host_a", cols=80, rows=DIM_MAX + 1)
 
 
-def test_prompt_is_typed_with_a_carriage_return(make: Callable[..., SessionManager]) -> None:
+def test_a_prompt_is_the_hosts_argument(make: Callable[..., SessionManager]) -> None:
+    manager = make("line", "sleep")
+    record = valid(manager.create("host_a", cols=80, rows=24, prompt="-fix the bug"))
+    assert record["prompt"] == "-fix the bug"
+    reader = Reader(manager, record["id"])
+    reader.until(b"prompt '-fix the bug'")  # after --: a prompt may start with a dash
+    manager.write(record["id"], b"typed\r")  # nothing was typed before this
+    reader.until(b"line 'typed\\n'")
+
+
+def test_a_prompt_is_typed_where_the_host_takes_none_as_arguments(
+    make: Callable[..., SessionManager], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bundle_server.sessions.pty import _manager
+
+    monkeypatch.setattr(_manager, "prompt_args", lambda host, prompt: None)
     manager = make("line", "sleep")
     record = valid(manager.create("host_a", cols=80, rows=24, prompt="fix the bug"))
-    assert record["prompt"] == "fix the bug"
     reader = Reader(manager, record["id"])
-    # Canonical mode turns the carriage return into the newline ending the line.
+    # Canonical mode turns the carriage return, pressed a moment after the text, into the
+    # newline ending the line.
     reader.until(b"line 'fix the bug\\n'")
 
 
 def test_a_prompt_over_the_pending_input_bound_is_413(make: Callable[..., SessionManager]) -> None:
     manager = make("sleep")
     bound = manager.pending_input_bound
-    # Counted in UTF-8 bytes, not characters: each euro sign is three.
-    for prompt in ("a" * (bound + 1), "€" * (bound // 3 + 1)):
+    # Counted in UTF-8 bytes, not characters: each euro sign is three. A prompt the host
+    # takes as an argument is bounded by the argument limit (eval-prompt-bytes), far lower.
+    word = get_spec().limit("eval-prompt-bytes")["maximum"]
+    assert word < bound
+    for prompt in ("a" * (bound + 1), "€" * (bound // 3 + 1), "a" * (word + 1)):
         with pytest.raises(ERRORS["AB8261"]) as refused:
             manager.create("host_a", cols=80, rows=24, prompt=prompt)
         assert refused.value.code == "AB8261" and refused.value.status == 413

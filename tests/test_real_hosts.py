@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from _projects import copy_example
-from _real_hosts import HOSTS, LOOPBACK_ONLY, missing_cli
+from _real_hosts import HOSTS, base_env, missing_cli
 
 from bundle_contract._build import build_project
 from bundle_contract._host_attach import attach_plan
@@ -27,7 +27,6 @@ from bundle_contract._host_plugin import host_row
 from bundle_server.sessions.pty._attach import apply as apply_attach
 
 DATA = Path(__file__).parent / "data" / "real_hosts"
-CLOSED = "http://127.0.0.1:9"  # a closed loopback port: no model is needed here
 HOST_KINDS = ["host_a", "host_b", "host_c"]
 DENIED = "rm -rf /"
 
@@ -45,23 +44,6 @@ def need(kind: str) -> None:
     reason = missing_cli(kind)
     if reason is not None:
         pytest.skip(reason)
-
-
-def quiet_env(kind: str, root: Path) -> dict[str, str]:
-    """The CLI's environment: a home of its own under `root`, loopback only, quiet."""
-    home, tmp = root / "home", root / "tmp"
-    home.mkdir(parents=True, exist_ok=True)
-    tmp.mkdir(exist_ok=True)
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "LANG": "C.UTF-8",
-        "HOME": str(home),
-        "TMPDIR": str(tmp),
-        **LOOPBACK_ONLY,
-    }
-    for name, value in HOSTS[kind].env.items():
-        env[name] = value.replace("{model_url}", CLOSED).replace("{home}", str(home))
-    return env
 
 
 def run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -82,7 +64,7 @@ def test_claude_validates_the_plugin_strictly(artifact: Path, tmp_path: Path) ->
     plugin = artifact / "hosts" / "host_a"
     done = run(
         [cli("host_a"), "plugin", "validate", "--strict", str(plugin)],
-        quiet_env("host_a", tmp_path),
+        base_env("host_a", tmp_path),
         tmp_path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -94,7 +76,7 @@ def test_gemini_validates_the_extension(artifact: Path, tmp_path: Path) -> None:
     plugin = artifact / "hosts" / "host_c"
     done = run(
         [cli("host_c"), "extensions", "validate", str(plugin)],
-        quiet_env("host_c", tmp_path),
+        base_env("host_c", tmp_path),
         tmp_path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -109,7 +91,7 @@ def test_the_attach_plan_installs_the_plugin_with_the_hosts_own_commands(
     extensions link, in a home of the session's own; the host then lists the plugin, and the
     copy it loads is the install, file for file."""
     need(kind)
-    env = quiet_env(kind, tmp_path)
+    env = base_env(kind, tmp_path)
     home = tmp_path / "session home"
     home.mkdir()
     install = artifact / "hosts" / kind
@@ -136,7 +118,7 @@ def test_a_failing_attach_command_refuses_with_the_hosts_words(
     artifact: Path, tmp_path: Path
 ) -> None:
     need("host_b")
-    env = quiet_env("host_b", tmp_path)
+    env = base_env("host_b", tmp_path)
     home = tmp_path / "h"
     home.mkdir()
     plan = attach_plan(
@@ -255,3 +237,70 @@ def test_claude_inputs_give_handlers_the_prompt_id_and_effort(tmp_path: Path) ->
     assert payload["effort"] == "high"
     gemini = handler_payload("host_c", "beforeTool", native("host_c", "BeforeTool"))
     assert "toolUseId" not in gemini and gemini["toolName"] == "run_shell_command"
+
+
+# --- the host model held to the pinned CLIs ---
+
+
+def test_claude_accepts_every_hook_event_the_table_says_it_sends(tmp_path: Path) -> None:
+    """A hooks document naming every native event of host_a's rows (but `not_sent` ones)
+    passes `claude plugin validate`; a `not_sent` one is refused, as the row says."""
+    need("host_a")
+    row = host_row("host_a")
+    sent = [e["native"] for e in row["event"] if "not_sent" not in e]
+    refused = [e["native"] for e in row["event"] if "not_sent" in e]
+    plugin = tmp_path / "all-events"
+    (plugin / ".claude-plugin").mkdir(parents=True)
+    manifest = {"name": "all-events", "version": "0.1.0", "author": {"name": "tests"}}
+    (plugin / ".claude-plugin" / "plugin.json").write_text(json.dumps(manifest))
+    (plugin / "hooks").mkdir()
+
+    def validate(events: list[str]) -> subprocess.CompletedProcess[str]:
+        group = [{"matcher": "*", "hooks": [{"type": "command", "command": "true"}]}]
+        document = {"hooks": {native: group for native in events}}
+        (plugin / "hooks" / "hooks.json").write_text(json.dumps(document))
+        argv = [cli("host_a"), "plugin", "validate", str(plugin)]
+        return run(argv, base_env("host_a", tmp_path), tmp_path)
+
+    done = validate(sent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for native in refused:
+        done = validate([*sent, native])
+        assert done.returncode != 0 and native in done.stdout + done.stderr
+
+
+# Keys hosts.toml declares for an event that the recorded run did not send, and why.
+ABSENT_IN_SAMPLES = {
+    # Claude's print mode sends no model (nor permission_mode) on SessionStart; the
+    # interactive UI sends model (tests/test_model_real_hosts.py records print mode).
+    ("host_a", "SessionStart"): {"model", "permission_mode"},
+    ("host_b", "SessionStart"): set(),
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "event"),
+    sorted((p.parent.name, p.stem) for p in DATA.glob("host_*/*.json")),
+)
+def test_the_table_reads_the_keys_the_real_host_sends(kind: str, event: str) -> None:
+    """Every native key hosts.toml maps for the event is one the real CLI sent (or a
+    documented absence), and decoding the real input gives the handler its payload."""
+    from bundle_contract._canonical import effective_keys
+
+    row = host_row(kind)
+    native_row = next(e for e in row["event"] if e["native"] == event)
+    sent = set(native(kind, event))
+    declared = set(effective_keys(row, native_row).values()) | set(
+        row.get("payload_keys", {}).values()
+    )
+    # Keys only some events carry: subagent identity, a prompt id before the first prompt.
+    optional = {"agent_id", "agent_type", "prompt_id", "effort", "turn_id"}
+    missing = declared - sent - optional - ABSENT_IN_SAMPLES.get((kind, event), set())
+    assert not missing, f"hosts.toml maps {sorted(missing)} that {kind} never sent on {event}"
+    from bundle_contract._hook_runtime import handler_payload
+    from bundle_contract._spec import get_spec
+
+    for handler in get_spec().rows("hooks", "event"):
+        if handler["family"] == native_row["family"]:
+            payload = handler_payload(kind, handler["name"], native(kind, event))
+            assert payload["sessionId"] == native(kind, event)["session_id"]

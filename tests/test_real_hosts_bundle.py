@@ -32,10 +32,9 @@ from _projects import copy_example
 from _real_hosts import HOSTS, missing_cli, prepare, run_host
 
 from bundle_contract._build import build_project
-from bundle_contract._host_attach import attach_plan
+from bundle_contract._host_plugin import host_row
 from bundle_server.evals import run_evals
 from bundle_server.model import start_scripted_model
-from bundle_server.sessions.pty._attach import apply as apply_attach
 
 KINDS = ["host_a", "host_b", "host_c"]
 RUN_TIMEOUT = 120
@@ -86,22 +85,33 @@ def texts(requests: list[dict[str, Any]]) -> str:
     return "\n".join(json.dumps(r.get("raw", {})) for r in requests)
 
 
+def approving(kind: str) -> list[str]:
+    """Codex's `exec` in hosts.toml's workspace-write sandbox refuses every MCP tool call ("MCP
+    tool call requires approval, but approval policy is never") unless the user approved the
+    server's tools; hosts.toml approves none yet, so the run approves the bundle's server."""
+    if kind != "host_b":
+        return []
+    plugin = f"safe-shell@{host_row(kind)['attach']['marketplace']['name']}"
+    policy = 'mcp_servers={safe-shell={default_tools_approval_mode="approve"}}'
+    return ["-c", f'plugins={{"{plugin}"={{enabled=true,{policy}}}}}']
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_bundle_works_inside_the_real_host_from_a_copy(kind: str, tmp_path: Path) -> None:
     need(kind)
     plugin = built_plugin(tmp_path, kind)
     with start_scripted_model(SCRIPT) as model:
-        launch = prepare(kind, tmp_path / "run", model.url, "Publish my work.")
-        if kind == "host_a":
-            launch.argv[1:1] = ["--plugin-dir", str(plugin)]
-        elif kind == "host_b":  # Codex's own commands copy it into its cache
-            home = tmp_path / "codex session home"  # the config (the provider) is carried in
-            home.mkdir()
-            plan = attach_plan(kind, plugin, plugin="safe-shell", home=home, user_env=launch.env)
-            apply_attach(plan, [launch.argv[0]], launch.env)
-            launch.env.update(plan.env)
-            launch.argv[1:1] = list(plan.args)
-        else:  # Gemini's install copies it into its home
+        # Claude loads the unzipped copy; Codex's own commands copy it into its cache.
+        attached = plugin if kind != "host_c" else None
+        launch = prepare(
+            kind,
+            tmp_path / "run",
+            model.url,
+            "Publish my work.",
+            plugin=attached,
+            extra_args=approving(kind),
+        )
+        if kind == "host_c":  # Gemini's install copies it into the run's home (attach links)
             installed = subprocess.run(
                 [launch.argv[0], "extensions", "install", str(plugin), "--consent"],
                 env=launch.env,
@@ -128,7 +138,7 @@ def test_the_bundle_works_inside_the_real_host_from_a_copy(kind: str, tmp_path: 
     assert "your last message proposes a command that force-pushes" in said  # the stop block
     played = [r["reply"]["turn"] for r in requests if r.get("reply", {}).get("turn") is not None]
     assert played == [0, 1, 2, 3, 4]
-    assert "I will not force-push" in done.stdout
+    assert "I will not force-push" in (launch.outcome(done.stdout).final_message or "")
     assert "Hook system message" not in done.stdout + done.stderr
 
 

@@ -225,3 +225,23 @@ def test_entries_carry_the_session_when_the_server_knows_it() -> None:
     hub = TraceHub()
     hub.publish_all(entries)
     assert hub.latest_sequence == 2
+
+
+def test_a_failure_says_the_handlers_answer_did_not_apply() -> None:
+    # A safety hook that did not run must never read as a quiet continue in the trace.
+    failed = copy.deepcopy(RECEIPT)
+    failed["events"][1] = {
+        "at": 1.0,
+        "execution": EXECUTION,
+        "kind": "failure",
+        "phase": "handler",
+        "sequence": 2,
+        "error": {"name": "NativeDecodeFailed", "message": "missing required property"},
+    }
+    start, failure = receipt_entries(failed)
+    assert "status" not in start
+    assert failure["status"] == "error"
+    assert failure["summary"] == (
+        "host_a tool/before: failure (NativeDecodeFailed): the handler's answer did not apply;"
+        " the host went on"
+    )

@@ -11,7 +11,7 @@ from bundle_contract._generated.errors import (
     CursorAhead,
     CursorMalformed,
     ModelInvalid,
-    TraceUnavailable,
+    ServiceUnavailable,
 )
 from bundle_contract._schemas import reference_validator
 from bundle_server.trace.hub import SubscriberLagged, TraceHub, parse_cursor
@@ -160,7 +160,7 @@ def test_closed_hub_is_503_and_ends_subscriptions() -> None:
         lambda: fill(hub, 1),
         lambda: hub.subscribe(0),
     ):
-        with pytest.raises(TraceUnavailable) as caught:
+        with pytest.raises(ServiceUnavailable) as caught:
             call()
         assert caught.value.http_status == 503
 

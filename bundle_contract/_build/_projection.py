@@ -52,8 +52,13 @@ class Projection:
 
 
 def native_events(host: str) -> dict[str, str]:
-    """Canonical family -> the host's native event name (hosts.toml)."""
-    return {event["family"]: event["native"] for event in host_row(host)["event"]}
+    """Canonical family -> the host's native event name (hosts.toml), for the events the
+    pinned CLI really has (a `not_sent` row is never hooked)."""
+    return {
+        event["family"]: event["native"]
+        for event in host_row(host)["event"]
+        if "not_sent" not in event
+    }
 
 
 def handler_families() -> dict[str, str]:

@@ -316,8 +316,10 @@ class McpLaunchUnknown(RequestError):
     http_status: ClassVar[int] = 404
 
 
-class TraceUnavailable(RequestError):
-    """Trace hub or log store closed or unavailable."""
+class ServiceUnavailable(RequestError):
+    """A service the request needs is absent from this server or closed: the trace or log hub,
+    the project loop, route invocations, the development runtime, the MCP sessions.
+    """
 
     code: ClassVar[str] = "BX3003"
     http_status: ClassVar[int] = 503
@@ -667,7 +669,7 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX3201": McpServerFailed,
     "BX3202": McpRequestTimedOut,
     "BX3203": McpLaunchUnknown,
-    "BX3003": TraceUnavailable,
+    "BX3003": ServiceUnavailable,
     "BX4101": HookResultNotObject,
     "BX4102": ReasonWhileContinuing,
     "BX4103": DenyNotAllowed,
@@ -772,6 +774,7 @@ __all__ = [
     "RuntimeDependencyNotInstalled",
     "RuntimeDependencyUnevidenced",
     "RuntimeGenerationStale",
+    "ServiceUnavailable",
     "SessionLimitReached",
     "SessionNotFound",
     "SessionRequired",
@@ -780,7 +783,6 @@ __all__ = [
     "SourceUnreadable",
     "StateRootUnusable",
     "StopOutcome",
-    "TraceUnavailable",
     "TransitionNotAllowed",
     "UnknownHandlerEvent",
     "UnknownNativeEvent",

@@ -38,7 +38,7 @@ import gevent
 import gevent.event
 from werkzeug.wrappers import Response
 
-from bundle_contract._generated.errors import TraceUnavailable
+from bundle_contract._generated.errors import ServiceUnavailable
 from bundle_contract._spec import get_spec
 from bundle_server._streams.hangup import Hangup
 from bundle_server._streams.sequenced import (
@@ -236,7 +236,7 @@ def _frames(
         event = waker.current()
         try:
             frames = subscription.take_frames()
-        except (SubscriberLagged, TraceUnavailable):
+        except (SubscriberLagged, ServiceUnavailable):
             return
         if frames:
             yield from pieces(frames)

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from bundle_contract._generated.errors import CursorAhead, CursorMalformed, TraceUnavailable
+from bundle_contract._generated.errors import CursorAhead, CursorMalformed, ServiceUnavailable
 from bundle_contract._spec import get_spec
 
 DIGITS = re.compile(r"[0-9]{1,16}")
@@ -92,7 +92,7 @@ class Subscription:
     def take(self) -> list[Record]:
         """Records published since the last take ([] when none).
 
-        Raises `SubscriberLagged` once cut, `TraceUnavailable` once the hub is closed and
+        Raises `SubscriberLagged` once cut, `ServiceUnavailable` once the hub is closed and
         everything published before that was taken.
         """
         return self._hub._take(self, self._hub._records)
@@ -174,7 +174,7 @@ class SequencedHub:
         """Build consecutive records and publish them together, or none if any build raises."""
         with self._lock:
             if self._closed:
-                raise TraceUnavailable(f"{self.name} closed")
+                raise ServiceUnavailable(f"{self.name} closed")
             records = [build(self._latest + 1 + index) for index, build in enumerate(builds)]
             encoded = [self._encode(record) for record in records]
             self._records.extend(records)
@@ -220,7 +220,7 @@ class SequencedHub:
                 raise SubscriberLagged("subscriber fell too far behind and was cut")
             if not behind:
                 if subscription.closed:
-                    raise TraceUnavailable(f"{self.name} closed")
+                    raise ServiceUnavailable(f"{self.name} closed")
                 return []
             subscription.position = latest
             start = position + 1 - self._offset
@@ -245,7 +245,7 @@ class SequencedHub:
 
     def _replay(self, after: int) -> Record:
         if self._closed:
-            raise TraceUnavailable(f"{self.name} closed")
+            raise ServiceUnavailable(f"{self.name} closed")
         if after > self._latest:
             raise CursorAhead(
                 f"cursor {after} is ahead of the latest sequence {self._latest}",

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import IO, Any, Protocol
 
-from bundle_contract._generated.errors import TraceUnavailable
+from bundle_contract._generated.errors import ServiceUnavailable
 from bundle_server.evals.trial import Trial
 from bundle_server.evals.vocabulary import STATUSES
 from bundle_server.trace.hub import TraceHub
@@ -110,7 +110,7 @@ class TraceProgress:
     def _publish(
         self, kind: str, summary: str, correlation: dict[str, str], **optional: Any
     ) -> None:
-        with contextlib.suppress(TraceUnavailable):  # the server is closing
+        with contextlib.suppress(ServiceUnavailable):  # the server is closing
             self._hub.publish("session", kind, summary[:300], correlation, **optional)
 
     def run_started(self, run_id: str, done: int, total: int, workbench: str) -> None:

@@ -40,7 +40,7 @@ from bundle_contract._generated.errors import (
     NoActiveEpoch,
     RouteNotFound,
     RouteUnknown,
-    TraceUnavailable,
+    ServiceUnavailable,
 )
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
@@ -383,7 +383,7 @@ class InvocationService:
             return
         with invocation.lock:
             summary = invocation.summary()
-        with contextlib.suppress(TraceUnavailable):  # a closed hub: the server is stopping
+        with contextlib.suppress(ServiceUnavailable):  # a closed hub: the server is stopping
             self._project_events("route.invocation", summary)
 
     def _execute(self, invocation: Invocation, worker: RouteWorker) -> None:
@@ -536,7 +536,7 @@ class InvocationService:
                     invocation.correlation(),
                     **optional,
                 )
-            except TraceUnavailable:  # a closed trace hub (the server stops) ends no run
+            except ServiceUnavailable:  # a closed trace hub (the server stops) ends no run
                 entry = None
         if entry is not None:
             with invocation.lock:

@@ -41,7 +41,7 @@ from bundle_contract._generated.errors import (
     McpLaunchUnknown,
     McpRequestTimedOut,
     McpServerFailed,
-    TraceUnavailable,
+    ServiceUnavailable,
 )
 from bundle_contract._spec import get_spec
 from bundle_server.mcp.apps import AppBindings
@@ -300,7 +300,7 @@ class McpService:
     ) -> None:
         if self._publish is None:
             return
-        with contextlib.suppress(TraceUnavailable):  # a closed hub: the server is stopping
+        with contextlib.suppress(ServiceUnavailable):  # a closed hub: the server is stopping
             self._publish("mcp", kind, summary, correlation, details=details, **optional)
 
     # --- launches ---

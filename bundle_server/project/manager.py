@@ -39,8 +39,8 @@ from bundle_contract._build._diagnostics import diagnostic
 from bundle_contract._generated.errors import (
     BuildFailed,
     ConfigFileMissing,
+    ServiceUnavailable,
     StateRootUnusable,
-    TraceUnavailable,
 )
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
@@ -596,7 +596,7 @@ class ProjectLoop:
             optional["details"] = details
         try:
             self.trace.publish(TRACE_SOURCE, kind, summary, correlation, **optional)
-        except TraceUnavailable:  # the trace hub is closed: the server is stopping
+        except ServiceUnavailable:  # the trace hub is closed: the server is stopping
             log.debug("trace entry %s not published", kind)
 
 

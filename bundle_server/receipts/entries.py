@@ -65,4 +65,10 @@ def receipt_entries(receipt: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _summary(execution: Mapping[str, Any], event: Mapping[str, Any]) -> str:
     text = f"{execution['host']} {execution['event']}: {event['kind']}"
+    if event["kind"] == "failure":
+        # The wrapper answered a plain continue: the handler's answer (a deny) never applied.
+        error = event.get("error")
+        name = error.get("name") if isinstance(error, Mapping) else None
+        cause = f" ({name})" if isinstance(name, str) and name else ""
+        return f"{text}{cause}: the handler's answer did not apply; the host went on"
     return f"{text} ({event['outcome']})" if "outcome" in event else text

@@ -35,7 +35,7 @@ from bundle_contract._generated.errors import (
     NoActiveEpoch,
     RouteNotFound,
     RuntimeGenerationStale,
-    TraceUnavailable,
+    ServiceUnavailable,
 )
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
@@ -217,7 +217,7 @@ class RuntimeService:
         event = {"type": kind, "providerSessionId": self.provider_session} | {
             key: value for key, value in fields.items() if value not in (None, "")
         }
-        with contextlib.suppress(TraceUnavailable):  # a closed hub: the server is stopping
+        with contextlib.suppress(ServiceUnavailable):  # a closed hub: the server is stopping
             if self._project_events is not None:
                 self._project_events("runtime.event", event)
             if self._publish is not None:

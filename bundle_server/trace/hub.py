@@ -56,7 +56,7 @@ class TraceHub(SequencedHub):
     ) -> Entry:
         """Validate and publish one entry; optional keys: status, durationMs, details, href.
 
-        Raises `ModelInvalid` (nothing published, no sequence used) or `TraceUnavailable`.
+        Raises `ModelInvalid` (nothing published, no sequence used) or `ServiceUnavailable`.
         """
         return self._append(self._numbered(source, kind, summary, correlation, optional))
 

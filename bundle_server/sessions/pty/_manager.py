@@ -21,10 +21,14 @@ Theory of operation:
   `env`) plus `BUNDLE_DEV_SESSION=<id>` (runtime.toml role `host-session-id`) and
   `TERM=xterm-256color` when none is set (the Workbench's terminal), the working directory is
   the project root. The child leads its own session and process group.
-- Prompt: an optional prompt is typed into the session right after the spawn, followed by a
-  carriage return, as a person would type it and press Enter (a terminal's Enter key sends
-  CR; a canonical-mode tty turns it into a newline). The host reads it when it first reads
-  its terminal; a host that flushes pending input when it enters raw mode (TCSAFLUSH) loses it.
+- Prompt: an optional prompt goes to a host that takes one as arguments (hosts.toml
+  `prompt_args`: every launchable host does) as those arguments, last; otherwise it is typed
+  into the session right after the spawn, followed by a carriage return `prompt-enter-delay`
+  later, as a person would type it and press Enter (a
+  terminal's Enter key sends CR; a canonical-mode tty turns it into a newline; a UI that tells
+  pastes from typing takes text and CR in one burst as a paste). The host reads it when it
+  first reads its terminal; a host that flushes pending input when it enters raw mode
+  (TCSAFLUSH) loses it.
 - Attachment: `attach(host)` says what a new session launches with: the adopted epoch's id
   and the plugin directory of its development install for that host, or (None, None) for a
   bare project (no bundle config: the host runs without a plugin, authority epochId `none`).
@@ -110,6 +114,20 @@ def _bare(host: str) -> tuple[None, None]:
     return None, None
 
 
+def prompt_args(host: str, prompt: str) -> list[str] | None:
+    """The arguments that start an interactive `host` on `prompt` (hosts.toml [host.session]
+    prompt_args), or None when the prompt is to be typed."""
+    for row in get_spec().rows("hosts", "host"):
+        if row["kind"] == host and "prompt_args" in row.get("session", {}):
+            return [arg.replace("{prompt}", prompt) for arg in row["session"]["prompt_args"]]
+    return None
+
+
+def _press_enter(session: Session) -> None:
+    with contextlib.suppress(MalformedSessionRequest):  # the host already exited
+        session.write(b"\r")
+
+
 def unattached(host: str) -> HostNotLaunchable:
     """AB8263 for a bundle project whose adopted epoch has no install for `host`."""
     return HostNotLaunchable(
@@ -159,6 +177,8 @@ class SessionManager:
         self._pending_max: int = spec.limit("session-pending-input")["maximum"]
         self._retained: int = spec.limit("retained-output")["maximum"]
         self._queue: int = spec.limit("subscriber-queue")["maximum"]
+        self._enter_delay: float = spec.limit("prompt-enter-delay")["maximum"] / 1000
+        self._argument_max: int = spec.limit("eval-prompt-bytes")["maximum"]
         self._grace = (
             terminate_grace
             if terminate_grace is not None
@@ -426,7 +446,18 @@ class SessionManager:
             raise SessionServiceUnavailable("the host-session service is closed")
         self._check_dimensions(cols, rows)
         # An interactive host gets its prompt typed in; a batch one as an argument.
-        seed = None if prompt is None or batch else utf8(prompt, "prompt") + b"\r"
+        seed = None if prompt is None or batch else utf8(prompt, "prompt")
+        # A host that takes its first prompt as arguments gets it so, not typed in a race
+        # with its UI starting (hosts.toml prompt_args).
+        prompted = prompt_args(host, prompt) if prompt and not batch else None
+        if prompted is not None and seed is not None and len(seed) > self._argument_max:
+            raise MalformedSessionRequest(
+                "the prompt is too long to pass as an argument",
+                {"bytes": len(seed), "limit": self._argument_max},
+                variant="input-too-large",
+            )
+        if prompted is not None:
+            seed = None
         if seed is not None and len(seed) > self._pending_max:
             raise MalformedSessionRequest(
                 "the prompt is too long", {"bytes": len(seed)}, variant="input-too-large"
@@ -452,7 +483,7 @@ class SessionManager:
             raise HostNotLaunchable(str(error), {"host": host}) from None
         # A home the caller gave is the caller's (a trial reads the transcript in it).
         made_home = own_home if home is None else None
-        argv = (*argv, *plan.args)
+        argv = (*argv, *plan.args, *(prompted or ()))
         env.update(plan.env)
         if batch:  # last: a batch host's arguments end with its prompt
             try:
@@ -496,6 +527,11 @@ class SessionManager:
             # A host that already exited has no use for its prompt.
             with contextlib.suppress(MalformedSessionRequest):
                 session.write(seed)
+            # Enter a moment later, as a person presses it: a burst holding both would be a
+            # paste to a UI that tells the two apart (limit prompt-enter-delay).
+            enter = threading.Timer(self._enter_delay, _press_enter, (session,))
+            enter.daemon = True
+            enter.start()
         return session.record()
 
     def _spawn(
