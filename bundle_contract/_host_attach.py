@@ -48,6 +48,7 @@ class AttachPlan:
     settings: Mapping[str, Any] = field(default_factory=dict)  # JSON merged into home files
     copies: tuple[tuple[str, str], ...] = ()  # (directory, home-relative copy of it)
     commands: tuple[tuple[str, ...], ...] = ()  # the host CLI's arguments, run in order
+    appends: tuple[tuple[str, str], ...] = ()  # (home-relative file, text), after commands
     installed: str | None = None  # home-relative glob of the copy the host loads
 
 
@@ -94,6 +95,7 @@ def attach_plan(
     commands: tuple[tuple[str, ...], ...] = ()
     carry: tuple[tuple[str, str], ...] = ()
     settings: dict[str, Any] = {}
+    appends: tuple[tuple[str, str], ...] = ()
     installed = None
     spec_home = row.get("home")
     if spec_home is not None:
@@ -101,8 +103,10 @@ def attach_plan(
             raise ValueError(f"{host} runs in a home of its own: give home=")
         values["home"] = os.fspath(home)
         env[spec_home["variable"]] = values["home"]
-        user_home = environ.get(spec_home["variable"]) or os.path.expanduser(
-            spec_home["user_home"]
+        # `~` is the user's HOME as the run sees it (a throwaway one in a test or trial).
+        user_home = environ.get(spec_home["variable"]) or os.path.join(
+            environ.get("HOME") or os.path.expanduser("~"),
+            spec_home["user_home"].removeprefix("~").lstrip("/"),
         )
         carry = tuple(
             (os.path.join(user_home, relative), relative) for relative in spec_home.get("carry", ())
@@ -131,6 +135,12 @@ def attach_plan(
         )
         if "installed" in row and "home" in values:
             installed = _fill(row["installed"], values)
+        approval = row.get("mcp_approval")
+        if approval is not None and "home" in values:
+            appends = tuple(
+                (approval["file"], _fill(approval["text"], {**values, "server": server}))
+                for server in mcp_server_names(host, plugin_dir)
+            )
     return AttachPlan(
         host=host,
         args=tuple(args),
@@ -141,6 +151,7 @@ def attach_plan(
         settings=settings,
         copies=copies,
         commands=commands,
+        appends=appends,
         installed=installed,
     )
 
@@ -180,3 +191,17 @@ def plugin_name(host: str, plugin_dir: str | os.PathLike[str]) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{plugin_dir}: the plugin name in {plugin['manifest']} is not a string")
     return value
+
+
+def mcp_server_names(host: str, plugin_dir: str | os.PathLike[str]) -> list[str]:
+    """The MCP servers the plugin's MCP document declares (hosts.toml mcp_document, mcp_key);
+    none when it has no such document."""
+    plugin = host_row(host)["plugin"]
+    try:
+        document = json.loads((Path(plugin_dir) / plugin["mcp_document"]).read_bytes())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{plugin_dir}: {plugin['mcp_document']} cannot be read ({exc})") from None
+    servers = document.get(plugin["mcp_key"], {}) if isinstance(document, dict) else {}
+    return sorted(str(name) for name in servers) if isinstance(servers, dict) else []

@@ -3,8 +3,8 @@
 An artifact root R holds `src/handlers.py` (the handlers below) and, per host kind,
 `hosts/<host>/` with wrappers at `hooks/<NativeEvent>` (written by `wrapper_source`, mode 0755)
 and the documents of `plugin_files`; the plugin reaches the handlers through its own `src`
-(hard links to R/src's files, so a test may still edit them there). Wrappers run as real subprocesses, as
-a host runs them.
+(hard links to R/src's files, so a test may still edit them there). Wrappers run as real
+subprocesses, as a host runs them.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ import signal
 import sys
 import termios
 import time
+import tomllib
 import tty
 
 FAKE_HOST = os.path.abspath(__file__)
@@ -103,7 +104,30 @@ def on_winch(*_: object) -> None:
     say(f"size {rows} {cols}")
 
 
+HOSTS_TOML = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), os.pardir, "spec", "hosts.toml"
+)
+
+
+def attach_step(argv: list[str]) -> bool:
+    """Whether `argv` ends with one of hosts.toml's [host.attach] commands (a session's host
+    CLI installing its plugin, run before the session): this fake loads no plugin, so it has
+    nothing to do for one, and must not run its actions."""
+    with open(HOSTS_TOML, "rb") as handle:
+        rows = tomllib.load(handle)["host"]
+    for row in rows:
+        for template in row.get("attach", {}).get("commands", []):
+            tail = argv[-len(template) :]
+            if len(tail) == len(template) and all(
+                "{" in word or word == arg for word, arg in zip(template, tail, strict=True)
+            ):
+                return True
+    return False
+
+
 def main(argv: list[str]) -> int:
+    if attach_step(argv):
+        return 0
     # A session's prompt comes last, after `--`, as the real hosts take it (hosts.toml
     # [host.session] prompt_args).
     actions, dashes, prompt = argv, "", []

@@ -46,7 +46,7 @@ def test_the_example_builds_into_a_manifest_that_reads_ok_and_inspects_clean(
     assert epoch is not None
     validate("ArtifactEpoch.json", epoch)
     assert epoch["id"].startswith("ep_")
-    assert sorted(epoch["targetDigests"]) == ["host_a", "host_b"]
+    assert sorted(epoch["targetDigests"]) == ["host_a", "host_b", "host_c"]
     assert epoch["projectRevision"] == result.source_revision
     assert epoch["manifestPath"] == str(out / "bundle.manifest.json")
     # A route worker finds what to call in the manifest: the config's references.

@@ -122,7 +122,8 @@ def test_the_four_host_kinds(spec: Spec) -> None:
     assert sorted(hosts) == ["host_a", "host_b", "host_c", "host_d"]
     assert hosts["host_a"]["session"]["executable"] == "claude"
     assert hosts["host_b"]["session"]["executable"] == "codex"
-    assert "session" not in hosts["host_c"] and "session" not in hosts["host_d"]
+    assert hosts["host_c"]["session"]["executable"] == "gemini"
+    assert "session" not in hosts["host_d"]
     for host in hosts.values():
         assert host["source"] == "decision" and len(host["why"]) >= 8
     steps = {s for h in hosts.values() for e in h["event"] for s in e.get("decode", {}).values()}

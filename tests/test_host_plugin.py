@@ -23,8 +23,8 @@ from bundle_contract._host_plugin import (
     wrapper_source,
 )
 from bundle_contract._spec import Spec, SpecError, load_spec
-from tests._hook_tree import Receiver, add_plugin, clean_environ, make_root, start_receiver
 from bundle_server.sessions.pty._attach import apply as apply_attach
+from tests._hook_tree import Receiver, add_plugin, clean_environ, make_root, start_receiver
 from tests.fake_agent import FAKE_AGENT, agent
 
 HOSTS = ("host_a", "host_b", "host_c", "host_d")
@@ -313,9 +313,18 @@ def test_attach_plans_follow_the_attach_rows(tmp_path: Path) -> None:
         ("plugin", "add", "demo@bundle-dev"),
     )
     assert plan.installed == "plugins/cache/bundle-dev/demo/*"
-    # Without CODEX_HOME the user's own home is ~/.codex.
+    assert plan.appends == ()  # no MCP document in this install: nothing to approve
+    install = tmp_path / "install"
+    install.mkdir()
+    (install / ".mcp.json").write_text(json.dumps({"mcpServers": {"safe-shell": {}, "b": {}}}))
+    approving = attach_plan("host_b", install, plugin="demo", home=home, user_env={})
+    assert [(f, t.split("]")[0]) for f, t in approving.appends] == [
+        ("config.toml", '\n[plugins."demo@bundle-dev".mcp_servers."b"'),
+        ("config.toml", '\n[plugins."demo@bundle-dev".mcp_servers."safe-shell"'),
+    ]
+    # Without CODEX_HOME the user's own home is ~/.codex, ~ being the run's HOME.
     default = attach_plan("host_b", "/i", plugin="demo", home=home, user_env={"HOME": "/u"})
-    assert default.carry[0][0] == os.path.expanduser("~/.codex/auth.json")
+    assert default.carry[0][0] == "/u/.codex/auth.json"
     gemini = attach_plan("host_c", "/i", plugin="demo", home=home, user_env={})
     assert gemini.commands == (("extensions", "link", "/i", "--consent"),)
     assert gemini.env == {"GEMINI_CLI_HOME": home} and gemini.args == ()

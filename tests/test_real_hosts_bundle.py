@@ -32,7 +32,6 @@ from _projects import copy_example
 from _real_hosts import HOSTS, missing_cli, prepare, run_host
 
 from bundle_contract._build import build_project
-from bundle_contract._host_plugin import host_row
 from bundle_server.evals import run_evals
 from bundle_server.model import start_scripted_model
 
@@ -85,17 +84,6 @@ def texts(requests: list[dict[str, Any]]) -> str:
     return "\n".join(json.dumps(r.get("raw", {})) for r in requests)
 
 
-def approving(kind: str) -> list[str]:
-    """Codex's `exec` in hosts.toml's workspace-write sandbox refuses every MCP tool call ("MCP
-    tool call requires approval, but approval policy is never") unless the user approved the
-    server's tools; hosts.toml approves none yet, so the run approves the bundle's server."""
-    if kind != "host_b":
-        return []
-    plugin = f"safe-shell@{host_row(kind)['attach']['marketplace']['name']}"
-    policy = 'mcp_servers={safe-shell={default_tools_approval_mode="approve"}}'
-    return ["-c", f'plugins={{"{plugin}"={{enabled=true,{policy}}}}}']
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_bundle_works_inside_the_real_host_from_a_copy(kind: str, tmp_path: Path) -> None:
     need(kind)
@@ -109,7 +97,6 @@ def test_the_bundle_works_inside_the_real_host_from_a_copy(kind: str, tmp_path: 
             model.url,
             "Publish my work.",
             plugin=attached,
-            extra_args=approving(kind),
         )
         if kind == "host_c":  # Gemini's install copies it into the run's home (attach links)
             installed = subprocess.run(

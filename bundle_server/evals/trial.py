@@ -37,7 +37,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,24 +167,25 @@ def _run(
     record: dict[str, Any],
     commands: Commands,
 ) -> None:
-    after = env.hub.latest_sequence
-    began = time.monotonic()
-    # The host's own home for this trial, if it runs in one (hosts.toml [host.attach] home):
-    # the trial's, beside its workspace, so its transcript outlives the session.
-    host_home = None
-    if "home" in host_row(env.host).get("attach", {}):
-        host_home = Path(f"{workspace}.home")
-        host_home.mkdir(mode=0o700)
-    with contextlib.ExitStack() as stack:
-        model = None
-        if env.scripted:
-            try:
-                model = stack.enter_context(
-                    start_scripted_model(case["script"], record=f"{workspace}.model.jsonl")
-                )
-            except (OSError, ValueError) as error:
-                raise TrialError(f"the scripted model could not start: {error}") from None
-        _host_run(env, case, trial, workspace, record, commands, host_home, model, after, began)
+    with _model_of(env, case, workspace) as model:
+        _host_run(env, case, trial, workspace, record, commands, model)
+
+
+@contextlib.contextmanager
+def _model_of(
+    env: TrialEnv, case: Mapping[str, Any], workspace: Path
+) -> Iterator[ScriptedModel | None]:
+    """The case's scripted model for the trial's span (a run with --model scripted), its
+    requests recorded beside the workspace; None when the host's own model answers."""
+    if not env.scripted:
+        yield None
+        return
+    try:
+        model = start_scripted_model(case["script"], record=f"{workspace}.model.jsonl")
+    except (OSError, ValueError) as error:
+        raise TrialError(f"the scripted model could not start: {error}") from None
+    with model:
+        yield model
 
 
 def _host_run(
@@ -194,11 +195,16 @@ def _host_run(
     workspace: Path,
     record: dict[str, Any],
     commands: Commands,
-    host_home: Path | None,
     model: ScriptedModel | None,
-    after: int,
-    began: float,
 ) -> None:
+    after = env.hub.latest_sequence
+    began = time.monotonic()
+    # The host's own home for this trial, if it runs in one (hosts.toml [host.attach] home):
+    # the trial's, beside its workspace, so its transcript outlives the session.
+    host_home = None
+    if "home" in host_row(env.host).get("attach", {}):
+        host_home = Path(f"{workspace}.home")
+        host_home.mkdir(mode=0o700)
     try:
         session = env.sessions.create_batch(
             env.host,

@@ -13,12 +13,16 @@ model: deterministic, free, without credentials, and every request the host make
 
     python -m bundle_server.model SCRIPT.json [--port N] [--record FILE]
 
-Pointing a host at it (any API key will do; tests/_real_hosts.py has the whole setup):
+Pointing a host at it (any API key will do): spec/hosts.toml says how, per host, in its
+`[host.scripted]` row (variables, arguments, settings merged into the run's own home) and the
+`[scripted]` table (proxies naming a closed loopback port, so nothing leaves loopback);
+`bundle_contract.attach_plan(..., model_url=model.url)` turns them into a run's plan, which
+`bundle-server --model-script` and `bundle-evals run --model scripted` apply. In short:
 
 - Claude Code: `ANTHROPIC_BASE_URL=<url>` and `ANTHROPIC_API_KEY`.
-- Codex CLI: a provider in `$CODEX_HOME/config.toml`, `model_provider = "scripted"` with
-  `[model_providers.scripted]` `base_url = "<url>/v1"`, `wire_api = "responses"` and
-  `env_key` naming the variable that holds the key.
+- Codex CLI: a custom provider given with `-c` overrides (`model_provider`, and
+  `model_providers.scripted` with `base_url = "<url>/v1"`, `wire_api = "responses"`, `env_key`
+  naming the variable that holds the key).
 - Gemini CLI: `GOOGLE_GEMINI_BASE_URL=<url>` and `GEMINI_API_KEY`, with
   `security.auth.selectedType = "gemini-api-key"` in its settings.json.
 

@@ -36,7 +36,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
+    # Both signals only set the event, from the start: an interrupt arriving while the hints
+    # print, or while the server closes, never escapes as a KeyboardInterrupt.
     signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     print(model.url, flush=True)
     print(
         f"Claude Code: ANTHROPIC_BASE_URL={model.url}\n"
@@ -49,8 +52,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         while not stop.wait(0.5):
             pass
-    except KeyboardInterrupt:
-        pass
     finally:
         model.close()
     return 0

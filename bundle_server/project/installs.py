@@ -45,7 +45,7 @@ def install(installs: Path, host: str, epoch_id: str, artifact: Path, project: P
             shutil.copytree(
                 artifact / layout().plugin_dir(host),
                 staging,
-                copy_function=_link_or_copy,
+                copy_function=link_or_copy,
                 symlinks=True,
             )
             link = {"version": 1, "project": str(project)}
@@ -89,7 +89,9 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def _link_or_copy(source: str, target: str) -> str:
+def link_or_copy(source: str, target: str) -> str:
+    """A copytree copy function: a hard link (free, and safe for files never modified), else
+    a copy (another filesystem)."""
     try:
         os.link(source, target)
     except OSError:

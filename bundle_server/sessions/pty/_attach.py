@@ -4,9 +4,10 @@ A plan without a home is only arguments and variables: nothing to do here. A pla
 gets a fresh directory: the files carried in from the user's home are copied (credentials and
 model settings; a file that is missing is skipped, nothing is ever written back), the scripted
 model's settings are merged into the copies, the marketplace document is written, the install
-is copied in as hard links, and the host's own
-CLI commands run there in order, each in a session of its own with its output in a file and a
-time bound. A command that fails refuses the session (AB8263) with the command's last words:
+is copied in as hard links, the host's own CLI commands run there in order (each in a session
+of its own with its output in a file and a time bound), and the plan's appends (Codex's
+approval of the plugin's MCP tools) are written last. A command that fails refuses the
+session (AB8263) with the command's last words:
 a session that would start without its bundle is worse than no session. The home is removed
 with the session (`remove_home`).
 
@@ -29,6 +30,7 @@ from typing import Any
 
 from bundle_contract._generated.errors import HostNotLaunchable
 from bundle_contract._host_attach import AttachPlan
+from bundle_server.project.installs import link_or_copy
 from bundle_server.sessions.pty._engine import pause
 
 COMMAND_SECONDS = 60.0  # one CLI command of an attach (Gemini's node start takes ~3 s here)
@@ -76,10 +78,13 @@ def apply(plan: AttachPlan, command: Sequence[str], env: Mapping[str, str]) -> N
     for relative, merged in plan.settings.items():
         _merge_settings(home / relative, merged, plan.host)
     for directory, relative in plan.copies:
-        shutil.copytree(directory, home / relative, copy_function=_link_or_copy, symlinks=True)
+        shutil.copytree(directory, home / relative, copy_function=link_or_copy, symlinks=True)
     child_env = {**env, **plan.env}
     for step in plan.commands:
         _run(plan.host, [*command, *step], child_env, home)
+    for relative, text in plan.appends:
+        with (home / relative).open("a", encoding="utf-8") as file:
+            file.write(text)
 
 
 def _run(host: str, argv: list[str], env: Mapping[str, str], home: Path) -> None:
@@ -139,11 +144,3 @@ def _deep(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
         else:
             result[key] = value
     return result
-
-
-def _link_or_copy(source: str, target: str) -> str:
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
-    return target
