@@ -49,8 +49,8 @@ from bundle_contract._build import build_project  # noqa: E402
 from bundle_contract._host_plugin import host_row, named_wrappers  # noqa: E402
 from bundle_server.model import start_scripted_model  # noqa: E402
 
-ROUNDS = 5
-CALLS = 5
+ROUNDS = 7  # per side per host, interleaved
+CALLS = 10  # shell calls per run: the effect grows with them, the noise does not
 RUN_TIMEOUT = 120  # seconds; a run takes a few here
 FINAL = "done"
 SIDES = ("ours", "bare")
