@@ -168,8 +168,8 @@ def _positive_count(raw: int | float) -> bool:
     return raw > 0
 
 
-def _level(raw: Mapping[str, Any]) -> Any:
-    return raw["level"]
+def _level(raw: str | Mapping[str, Any]) -> Any:
+    return raw if isinstance(raw, str) else raw["level"]
 
 
 _STEPS: Final[Mapping[str, Callable[[Any], Any]]] = {

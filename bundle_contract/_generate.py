@@ -218,6 +218,13 @@ def hook_io_module(spec: Spec) -> str:
         bindings[host["kind"]] = per_event
         outputs[host["kind"]] = per_family
     wrapper = hooks["wrapper"]
+    required = {
+        event["name"]: tuple(
+            [f["name"] for f in spec.rows("hooks", "common_field") if f["required"]]
+            + [f["name"] for f in event["required"]]
+        )
+        for event in spec.rows("hooks", "event")
+    }
     empty_answers = {
         h["kind"]: h["empty_answer"] for h in spec.rows("hosts", "host") if "empty_answer" in h
     }
@@ -241,6 +248,8 @@ def hook_io_module(spec: Spec) -> str:
         "# host kind -> handler event -> required fields the schema leaves optional (hooks.toml",
         "# unsent) that this host has a key for, and so must send.",
         f"PRESENT = {present!r}",
+        "# handler event -> the payload fields it requires (common and its own, hooks.toml).",
+        f"REQUIRED = {required!r}",
         "# host kind -> what the wrapper writes for an empty answer (hosts.toml empty_answer).",
         f"EMPTY_ANSWERS = {empty_answers!r}",
         "# handler event -> the canonical family it serves (hooks.toml event rows).",

@@ -70,6 +70,7 @@ OUTPUTS: Mapping[str, Mapping[str, Mapping[str, Pairs | None]]] = hook_io.OUTPUT
 FAMILIES: Mapping[str, str] = hook_io.EVENT_FAMILIES
 EMPTY_ANSWERS: Mapping[str, str] = hook_io.EMPTY_ANSWERS
 PRESENT: Mapping[str, Mapping[str, tuple[str, ...]]] = hook_io.PRESENT
+REQUIRED: Mapping[str, tuple[str, ...]] = hook_io.REQUIRED
 PAYLOAD_CHECKS: Mapping[str, tuple[Callable[[object], bool], Callable[[object], Any]]]
 PAYLOAD_CHECKS = hook_io.PAYLOAD_CHECKS
 DECODE_ACCEPTS: Mapping[str, Callable[[object], bool]] = hook_io.DECODE_ACCEPTS
@@ -100,8 +101,8 @@ def _positive_count(raw: int) -> bool:
     return raw > 0
 
 
-def _level(raw: Mapping[str, Any]) -> Any:
-    return raw["level"]
+def _level(raw: str | Mapping[str, Any]) -> Any:
+    return raw if isinstance(raw, str) else raw["level"]
 
 
 # Decode steps of events.toml, as _canonical implements them; a test keeps the names equal.
@@ -130,14 +131,20 @@ def binding(host: str, event: str) -> tuple[str, str, Fields]:
     return found
 
 
-def handler_payload(host: str, event: str, native_input: object) -> dict[str, Any]:
+def handler_payload(
+    host: str, event: str, native_input: object, dropped: list[str] | None = None
+) -> dict[str, Any]:
     """The handler payload of `event` built from one native input of `host`.
 
-    A key the host did not send leaves its field absent. Raises NativeDecodeFailed when the
-    input is not an object, a value fails its decode step, or the payload does not conform to
-    HookPayloads.json (a required field missing, a value of the wrong kind). Messages name
-    fields and keys, never values: they end up in receipts.
+    A key the host did not send leaves its field absent. An optional field whose value fails
+    its decode step or its kind is left out too, and named in `dropped` when given: a host
+    that changes the shape of a field the handler may not even read (Claude's effort) must
+    never keep a safety handler from running. Raises NativeDecodeFailed when the input is not
+    an object, or a required field is missing, fails its decode step or is of the wrong kind.
+    Messages name fields and keys, never values: they end up in receipts.
     """
+    required = REQUIRED[event]
+    left_out = dropped if dropped is not None else []
     native, _family, fields = binding(host, event)
     where = {"host": host, "nativeEvent": native}
     if not isinstance(native_input, dict):
@@ -149,6 +156,9 @@ def handler_payload(host: str, event: str, native_input: object) -> dict[str, An
             continue
         value = native_input[key]
         if step is not None:
+            if not DECODE_ACCEPTS[step](value) and name not in required:
+                left_out.append(name)
+                continue
             if not DECODE_ACCEPTS[step](value):
                 raise NativeDecodeFailed(
                     f"{host} {native}: {key} ({name}): {step} cannot decode a "
@@ -165,8 +175,13 @@ def handler_payload(host: str, event: str, native_input: object) -> dict[str, An
                 where,
             )
     is_valid, first_error = PAYLOAD_CHECKS[event]
-    if not is_valid(payload):
+    while not is_valid(payload):
         path, message = first_error(payload)
+        field = path.strip("/").split("/")[0]
+        if field in payload and field not in required:
+            del payload[field]
+            left_out.append(field)
+            continue
         raise NativeDecodeFailed(
             f"{host} {native}: the {event} payload does not conform at "
             f"{path or 'the top'}: {message}",
@@ -358,7 +373,13 @@ def run(
             native_input = _read_native_input()
             if isinstance(native_input, dict):
                 session = _session_of(host, event, native_input)
-            payload = handler_payload(host, event, native_input)
+            left_out: list[str] = []
+            payload = handler_payload(host, event, native_input, left_out)
+            if left_out:
+                _say(
+                    f"bundle hook {handler} ({host} {native}): left out {', '.join(left_out)}:"
+                    " a value of a shape the bundle does not read"
+                )
             context = MappingProxyType(
                 {
                     "nativeEvent": native,

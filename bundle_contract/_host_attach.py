@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,10 @@ from bundle_contract._spec import plain
 __all__ = ["SCRIPTED_API_KEY", "AttachPlan", "attach_plan", "attach_row", "plugin_name"]
 
 MARKETPLACE_DIR = "marketplace"  # inside the session's home: the local marketplace's root
+SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # what a plan writes into a document
+# What a `substituted` root variable cannot hold: it would end or expand the hook command's
+# double-quoted root (hosts.toml header).
+UNQUOTABLE = ('"', "$", "`", "\\", "\n", "\r", "\0")
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class AttachPlan:
     env: Mapping[str, str] = field(default_factory=dict)
     home: str | None = None  # the session's own home for the host, when it needs one
     carry: tuple[tuple[str, str], ...] = ()  # (file in the user's home, file in `home`)
+    leave_out: tuple[str, ...] = ()  # top-level keys of carried settings files left out
+    credentials: tuple[str, ...] = ()  # home-relative credential files among `carry`
     files: Mapping[str, bytes] = field(default_factory=dict)  # home-relative path -> bytes
     settings: Mapping[str, Any] = field(default_factory=dict)  # JSON merged into home files
     copies: tuple[tuple[str, str], ...] = ()  # (directory, home-relative copy of it)
@@ -86,6 +93,13 @@ def attach_plan(
     values = {"plugin": plugin, "api_key": SCRIPTED_API_KEY}
     if plugin_dir is not None:
         values["plugin_dir"] = os.fspath(plugin_dir)
+        if host_row(host)["plugin"]["root_reference"] == "substituted" and any(
+            c in values["plugin_dir"] for c in UNQUOTABLE
+        ):
+            raise ValueError(
+                f"{host} replaces its plugin root in hook commands, and {values['plugin_dir']!r}"
+                " holds a character that would break them"
+            )
     if model_url is not None:
         values["model_url"] = model_url.rstrip("/")
     args: list[str] = []
@@ -94,6 +108,8 @@ def attach_plan(
     copies: tuple[tuple[str, str], ...] = ()
     commands: tuple[tuple[str, ...], ...] = ()
     carry: tuple[tuple[str, str], ...] = ()
+    leave_out: tuple[str, ...] = ()
+    credentials: tuple[str, ...] = ()
     settings: dict[str, Any] = {}
     appends: tuple[tuple[str, str], ...] = ()
     installed = None
@@ -108,9 +124,14 @@ def attach_plan(
             environ.get("HOME") or os.path.expanduser("~"),
             spec_home["user_home"].removeprefix("~").lstrip("/"),
         )
+        # Credentials only for the host's own model: the scripted one needs none.
+        secrets = () if model_url is not None else tuple(spec_home.get("credentials", ()))
         carry = tuple(
-            (os.path.join(user_home, relative), relative) for relative in spec_home.get("carry", ())
+            (os.path.join(user_home, relative), relative)
+            for relative in (*spec_home.get("carry", ()), *secrets)
         )
+        leave_out = tuple(spec_home.get("leave_out", ()))
+        credentials = secrets
     if model_url is not None:
         scripted = host_row(host)["scripted"]
         env.update({k: _fill(v, values) for k, v in _global_scripted_env().items()})
@@ -147,6 +168,8 @@ def attach_plan(
         env=env,
         home=values.get("home"),
         carry=carry,
+        leave_out=leave_out,
+        credentials=credentials,
         files=files,
         settings=settings,
         copies=copies,
@@ -204,4 +227,8 @@ def mcp_server_names(host: str, plugin_dir: str | os.PathLike[str]) -> list[str]
     except (OSError, ValueError) as exc:
         raise ValueError(f"{plugin_dir}: {plugin['mcp_document']} cannot be read ({exc})") from None
     servers = document.get(plugin["mcp_key"], {}) if isinstance(document, dict) else {}
-    return sorted(str(name) for name in servers) if isinstance(servers, dict) else []
+    names = sorted(str(name) for name in servers) if isinstance(servers, dict) else []
+    for name in names:  # they go into other documents (Codex's config): plain names only
+        if not SERVER_NAME.fullmatch(name):
+            raise ValueError(f"{plugin_dir}: MCP server name {name!r} is not a plain name")
+    return names

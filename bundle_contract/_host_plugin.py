@@ -1,29 +1,32 @@
-"""A host's plugin directory: its documents, its hook wrappers and how a session points at it.
+"""A host's plugin directory: its documents and its hook wrappers.
 
     >>> app = {"id": "demo", "name": "Demo", "version": "1.0.0"}
     >>> files = plugin_files("host_a", application=app,
     ...                      hooks=[("PreToolUse", "hooks/PreToolUse", 10)], mcp_servers={})
     >>> sorted(files)
     ['.claude-plugin/plugin.json', 'hooks/hooks.json']
-    >>> plugin_args("host_a", "/tmp/artifact/hosts/host_a")
-    ['--plugin-dir', '/tmp/artifact/hosts/host_a']
+    >>> hook_command("host_a", "hooks/PreToolUse")
+    'sh "${CLAUDE_PLUGIN_ROOT}"/hooks/PreToolUse'
 
-Everything host-specific comes from hosts.toml `[host.plugin]` and `[host.session]`: document
-paths, the hooks document's shape (one of HOOK_FORMATS, a small named set), the unit of its
-timeouts, the MCP document (which may be the manifest itself), and the variable through which
-hook commands reach the plugin root. A hook command is `"${VARIABLE}"/<wrapper path>`: quoted,
-so that a plugin root with spaces stays one word under `sh -c`.
+Everything host-specific comes from hosts.toml `[host.plugin]`: document paths, the hooks
+document's shape (one of HOOK_FORMATS, a small named set), the unit of its timeouts, the MCP
+document (which may be the manifest itself), and how hook commands and MCP entries reach the
+plugin root (`root_variable`, `root_reference`, `mcp_reference`). A hook command is
+`sh "${VARIABLE}"/<wrapper path>`: quoted, so that a plugin root with spaces stays one word
+under `sh -c`. How a session is given the plugin is `_host_attach`'s (hosts.toml
+`[host.attach]`); `plugin_args` gives only that row's arguments.
 
 `wrapper_source` writes the text of one generated wrapper script; the build writes it
-executable at `<plugin dir>/<wrapper path>`. It starts Python with `-I` (no PYTHON* variables,
-no user site, no script directory on sys.path), finds the plugin root from its own location
-and calls `bundle_contract._hook_runtime.run`. In a built plugin the interpreter is the
-plugin's own `interpreter_source` script (runtime.toml [artifact] interpreter), named relative
-to the wrapper, so the plugin names the machine's Python in one file and works wherever it is
-copied; the wrapper then starts with a `/bin/sh` line that execs that script, in a line Python
-reads as a string: the sh/Python polyglot (`${0%/*}` is the wrapper's directory, found without
-a fork). An absolute interpreter gets a direct `#!` line instead, unless the kernel could not
-read it (a path with spaces, or over 127 bytes on older kernels): then the polyglot again.
+executable at `<plugin dir>/<wrapper path>`, and the hooks document runs it through sh
+(`sh "${VAR}"/hooks/X`), so a copy of the plugin that lost its file modes still runs its hooks.
+It starts Python with `-I` (no PYTHON* variables, no user site, no script directory on
+sys.path), finds the plugin root from its own location and calls
+`bundle_contract._hook_runtime.run`. In a built plugin the interpreter is the plugin's own
+`interpreter_source` script (runtime.toml [artifact] interpreter), named relative to the
+wrapper, so the plugin names the machine's Python in one file and works wherever it is copied.
+The wrapper's first lines are an sh/Python polyglot: sh execs the interpreter on the wrapper,
+in a line Python reads as a string (`${0%/*}` is the wrapper's directory, found without a
+fork).
 
 This module runs at build time: it reads the loaded spec, never at hook time.
 """
@@ -53,7 +56,6 @@ __all__ = [
 
 PLUGIN_DIR_TOKEN = "{plugin_dir}"
 PROMPT_TOKEN = "{prompt}"
-SHEBANG_MAX = 127  # bytes the kernel reads of a `#!` line (BINPRM_BUF_SIZE before Linux 5.1)
 # Characters that would end or expand the double-quoted interpreter path of the polyglot line.
 POLYGLOT_REFUSED = ('"', "$", "`", "\\", "\n", "\r", "\0")
 
@@ -134,15 +136,16 @@ def mcp_roots(host: str) -> tuple[str, str | None]:
 
 
 def hook_command(host: str, wrapper: str) -> str:
-    """The command a hooks document runs for `wrapper` (a plugin-relative path)."""
+    """The command a hooks document runs for `wrapper` (a plugin-relative path): through sh,
+    so that a copy of the plugin that lost its file modes (an unzip) still runs its hooks."""
     quoted = f'"{root_placeholder(host)}"'  # a plugin root with spaces stays one word
-    return quoted + shlex.quote("/" + _relative(wrapper, "wrapper path"))
+    return "sh " + quoted + shlex.quote("/" + _relative(wrapper, "wrapper path"))
 
 
 def named_wrappers(host: str, document: bytes) -> list[str]:
     """The plugin-relative wrapper paths a hooks document's commands run, in document order:
     `hook_command` read backwards, so a check can hold what the host reads to what was meant."""
-    prefix = f'"{root_placeholder(host)}"'
+    prefix = f'sh "{root_placeholder(host)}"'
     named: list[str] = []
 
     def walk(value: Any) -> None:
@@ -291,7 +294,7 @@ def wrapper_source(
 
     `python` is the interpreter (bundle_contract importable there): an absolute path, or a
     path relative to the wrapper's directory (a built plugin's `interpreter_source` script,
-    e.g. "../bin/python"); `root_from_wrapper` the relative path from the wrapper's directory
+    e.g. "../libexec/python"); `root_from_wrapper` the relative path from the wrapper's directory
     to the root holding `src/`, e.g. ".."; `timeout` the hook's native timeout in seconds, or
     None when the hooks document declares none. Raises ValueError for anything the wrapper
     could not honour.
@@ -349,23 +352,22 @@ def wrapper_source(
 
 
 def _launch_lines(python: str) -> list[str]:
-    """A direct `#!` line when the kernel can read it, else the sh/Python polyglot."""
-    refused = any(c in python for c in POLYGLOT_REFUSED) or "'''" in python
-    if not os.path.isabs(python):
-        # The plugin's own interpreter script, found from the wrapper's path ($0).
-        _relative(python.replace("..", "up"), "the interpreter path")
-        if refused:
-            raise ValueError(f"the interpreter path {python!r} cannot be quoted for /bin/sh")
-        return ["#!/bin/sh", f"''''exec \"${{0%/*}}/{python}\" -I \"$0\" \"$@\" # '''"]
-    direct = f"#!{python} -I"
-    plain_path = python.isascii() and not any(c.isspace() or c == "\0" for c in python)
-    if plain_path and len(direct.encode()) <= SHEBANG_MAX:
-        return [direct]
-    if refused:
+    """The sh/Python polyglot that starts the wrapper's Python. Hooks documents run wrappers
+    through sh (`hook_command`), so the first line is sh's, never a `#!` for Python: a copy
+    that lost its modes, or an interpreter path a `#!` line cannot hold (spaces, over 127
+    bytes on older kernels), changes nothing."""
+    if any(c in python for c in POLYGLOT_REFUSED) or "'''" in python:
         raise ValueError(f"the interpreter path {python!r} cannot be quoted for /bin/sh")
-    # sh reads `''''exec "..." -I "$0" "$@"` (empty strings, then exec) and never reaches the
+    if os.path.isabs(python):
+        target = f'"{python}"'
+    else:
+        # The plugin's own interpreter script, found from the wrapper's path ($0), run by sh
+        # (it needs no execute bit either).
+        _relative(python.replace("..", "up"), "the interpreter path")
+        target = f'sh "${{0%/*}}/{python}"'
+    # sh reads `''''exec ... -I "$0" "$@"` (empty strings, then exec) and never reaches the
     # comment; Python reads the line as one string literal: ''' + 'exec ... # ' + '''.
-    return ["#!/bin/sh", f"''''exec \"{python}\" -I \"$0\" \"$@\" # '''"]
+    return ["#!/bin/sh", f"''''exec {target} -I \"$0\" \"$@\" # '''"]
 
 
 def interpreter_source(python: str) -> str:

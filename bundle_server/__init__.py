@@ -31,8 +31,8 @@ close) mounts it. Handlers reach a service with `call.state.service(kind)`.
 - `workbench/`: the Workbench page (`static/`), the session hand-over, the OpenAPI document
   and the App frame (MCP App previews on an origin of their own);
 - `model/`: the scripted model, a loopback server of its own that speaks the real hosts' model
-  APIs from a script (not a service of the development server); its API is
-  `bundle_server.model`;
+  APIs from a script; with a script (`bundle-server --model-script`) the development server
+  starts one per host session (its `model` service row); its API is `bundle_server.model`;
 - `evals/`: evaluation runs (trials as host sessions of a server of their own, graded,
   compared and reported) and the `bundle-evals` command; its API is `bundle_server.evals`;
 - `_dev_server`, `_runner`, `_project_config`, `_ids`: the server wired together, its command,

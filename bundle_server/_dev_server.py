@@ -54,7 +54,7 @@ from bundle_server.agent.endpoint import AgentEndpoint
 from bundle_server.invocations.service import InvocationService
 from bundle_server.logs.hub import LogBridge, LogHub
 from bundle_server.mcp.service import McpService
-from bundle_server.model import ScriptedModel
+from bundle_server.model import ScriptedModels
 from bundle_server.project.hub import ProjectHub
 from bundle_server.project.lock import ServerLock
 from bundle_server.project.manager import ProjectLoop
@@ -128,7 +128,7 @@ class DevServer:
     mcp = ServiceAttribute(McpService)
     agent = ServiceAttribute(AgentEndpoint)  # when `agent_api` asked for it
     sessions = ServiceAttribute(SessionManager)
-    model = ServiceAttribute(ScriptedModel)  # when given a model script
+    model = ServiceAttribute(ScriptedModels)  # when given a model script
     app_frame = ServiceAttribute(AppFrame)
 
     def __init__(

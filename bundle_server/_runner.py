@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.model_script is not None:
         try:
             script = load_script(args.model_script)
-            validate("ModelScript.json", dict(script))
+            validate("ModelScript.json", script)
         except OSError as exc:
             parser.error(f"cannot read the model script {args.model_script}: {exc.strerror}")
         except ValueError as exc:
@@ -146,7 +146,7 @@ def _serve(
         log.info("serving %s at %s", server.project_root, server.url)
         print(f"Workbench: {server.workbench_url}", flush=True)
         if server.model is not None:
-            print(f"Scripted model: {server.model.url} (every host session)", flush=True)
+            print("Scripted model: every host session plays the script", flush=True)
         if missing_vendor_files():
             # A source checkout before `make vendor`: the API serves, the page's terminals not.
             print(

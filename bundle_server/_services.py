@@ -45,7 +45,7 @@ from bundle_server.invocations.service import InvocationService
 from bundle_server.logs.hub import LogHub
 from bundle_server.mcp.bridge import AsyncBridge
 from bundle_server.mcp.service import McpService
-from bundle_server.model import ScriptedModel, start_scripted_model
+from bundle_server.model import ScriptedModels
 from bundle_server.project.hub import ProjectHub
 from bundle_server.project.manager import ProjectLoop
 from bundle_server.runtime.service import RuntimeService
@@ -256,13 +256,13 @@ def _serve_agent(endpoint: AgentEndpoint, server: DevServer) -> None:
     endpoint.start()
 
 
-def _model(server: DevServer) -> ScriptedModel | None:
-    """The scripted model every host session runs against, when the server was given a
-    script (`bundle-server --model-script`); its requests are recorded in the state root."""
+def _model(server: DevServer) -> ScriptedModels | None:
+    """The scripted models host sessions run against, one per session, when the server was
+    given a script (`bundle-server --model-script`); requests are recorded in the state root."""
     if server.model_script is None:
         return None
     record = server.services.get(ProjectLoop).state_path("model-requests.jsonl")
-    return start_scripted_model(server.model_script, record=record)
+    return ScriptedModels(server.model_script, record=record)
 
 
 def _sessions(server: DevServer) -> SessionManager:
@@ -296,7 +296,7 @@ def _sessions(server: DevServer) -> SessionManager:
         env=env,
         publish=functools.partial(server.hub.publish, "session"),
         engine=functools.partial(_shell_engine, server),
-        model_url=model.url if (model := server.services.find(ScriptedModel)) else None,
+        models=server.services.find(ScriptedModels),
     )
 
 
@@ -361,7 +361,7 @@ SERVICES: tuple[Service[Any], ...] = (
             close=McpService.close, closes=4, absent="this server speaks to no MCP servers"),
     Service("agent", AgentEndpoint, start=_agent, serve=_serve_agent,
             close=AgentEndpoint.close, closes=0),
-    Service("model", ScriptedModel, start=_model, close=ScriptedModel.close, closes=3),
+    Service("model", ScriptedModels, start=_model, close=ScriptedModels.close, closes=3),
     Service("sessions", SessionManager, "sessions.handlers", start=_sessions,
             close=SessionManager.close, closes=2,
             absent="host-session service unavailable", error=SessionServiceUnavailable),

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bundle_contract._host_attach import SCRIPTED_API_KEY, attach_plan, plugin_name
 from bundle_contract._host_plugin import HOOK_FORMATS, batch_args, host_row, plugin_files
 from bundle_contract._spec import get_spec, plain
@@ -144,10 +146,15 @@ HOSTS: dict[str, HostFacts] = {
 
 
 def missing_cli(kind: str) -> str | None:
-    """Why the host's CLI cannot run here (a skip reason), or None."""
+    """Why the host's CLI cannot run here (a skip reason), or None. Under CI (`CI` set, as
+    .ci/run runs) a missing CLI fails the test instead: `make test` installs them, so their
+    absence there is a broken install, not a reason to skip."""
     binary = HOSTS[kind].binary
     if not binary.exists():
-        return f"{binary} is not installed (make clis installs the pinned host CLIs)"
+        reason = f"{binary} is not installed (make clis installs the pinned host CLIs)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        return reason
     return None
 
 

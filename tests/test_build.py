@@ -432,7 +432,7 @@ def test_the_built_compiled_mcp_server_answers_a_real_mcp_client(tmp_path: Path,
 
     cwd = plugin / entry["cwd"] if "cwd" in entry else tmp_path
     params = StdioServerParameters(
-        command=str(cwd / expand(entry["command"])),
+        command=expand(entry["command"]),  # sh: the interpreter script needs no execute bit
         args=[expand(a) for a in entry["args"]],
         env={k: expand(v) for k, v in entry["env"].items()},
         cwd=cwd,

@@ -26,7 +26,7 @@ from bundle_server.evals import (
     run_host_a_trial,
     run_host_b_trial,
 )
-from bundle_server.evals.batch import refuses_root
+from bundle_server.evals.batch import ToolCall, refuses_root
 from bundle_server.evals.graders import evidence_chars
 from bundle_server.evals.vocabulary import SESSION_HOSTS
 
@@ -324,3 +324,37 @@ def test_a_tool_call_is_named_one_way_or_the_other(tmp_path: Path, call: dict[st
     path.write_text(json.dumps({"name": "s", "cases": [case]}))
     with pytest.raises(EvalSuiteInvalid, match="graders"):
         load_suite(path)
+
+
+@pytest.mark.parametrize(
+    ("host", "call", "passes"),
+    [
+        ("host_a", ToolCall("Skill", {"skill": "demo:shell-safety"}), True),
+        ("host_c", ToolCall("activate_skill", {"name": "shell-safety"}), True),
+        ("host_a", ToolCall("Skill", {"skill": "other:shell-safety"}), False),
+        ("host_b", ToolCall("Skill", {"skill": "demo:shell-safety"}), False),
+    ],
+)
+def test_a_skill_is_named_by_its_name_as_each_host_loads_it(
+    tmp_path: Path, host: str, call: ToolCall, passes: bool
+) -> None:
+    from bundle_server.evals.graders import Evidence, tool_calls_grader
+
+    evidence = Evidence(
+        workspace=tmp_path,
+        final_message="done",
+        exit_code=0,
+        signal=None,
+        hooks=[],
+        tool_calls=[call],
+        trial={},
+        commands=None,  # type: ignore[arg-type]  # no grader here runs a command
+        host=host,
+        plugin="demo",
+    )
+    passed, said = tool_calls_grader(
+        {"type": "toolCalls", "calls": [{"skill": "shell-safety"}]}, evidence
+    )
+    assert passed is passes, said
+    if host == "host_b":  # Codex lists skills to the model: no call loads one
+        assert said == "host_b loads a skill without a tool call: no call names 'shell-safety'"

@@ -28,7 +28,7 @@ from bundle_contract._hook_runtime import (
     receipt,
     result_parts,
 )
-from bundle_contract._host_plugin import payload_gaps, wrapper_source
+from bundle_contract._host_plugin import hook_command, payload_gaps, wrapper_source
 from bundle_contract._spec import Spec
 from tests._hook_tree import (
     SESSION,
@@ -471,8 +471,10 @@ def test_an_interpreter_path_with_spaces_and_non_ascii(root: Path, tmp_path: Pat
     assert done.stderr == b""
 
 
-def test_a_plain_interpreter_path_gets_a_direct_shebang() -> None:
-    def first_line(python: str) -> str:
+def test_every_wrapper_starts_as_sh_and_runs_without_its_execute_bit(
+    root: Path, tmp_path: Path
+) -> None:
+    def lines(python: str) -> list[str]:
         text = wrapper_source(
             python=python,
             host="host_a",
@@ -480,13 +482,32 @@ def test_a_plain_interpreter_path_gets_a_direct_shebang() -> None:
             event="stop",
             handler="pkg.mod:fn",
             timeout=None,
-            root_from_wrapper="../../..",
+            root_from_wrapper="..",
         )
-        return text.splitlines()[0]
+        return text.splitlines()[:2]
 
-    assert first_line("/usr/bin/python3") == "#!/usr/bin/python3 -I"
-    # Over the kernel's 127-byte #! line: the sh polyglot.
-    assert first_line("/opt/" + "x" * 130 + "/python") == "#!/bin/sh"
+    # The hooks document runs wrappers through sh, so the first line is always sh's.
+    assert lines("/usr/bin/python3") == [
+        "#!/bin/sh",
+        "''''exec \"/usr/bin/python3\" -I \"$0\" \"$@\" # '''",
+    ]
+    assert lines("../libexec/python") == [
+        "#!/bin/sh",
+        "''''exec sh \"${0%/*}/../libexec/python\" -I \"$0\" \"$@\" # '''",
+    ]
+    # A copy that lost its modes (an unzip) still answers, run as its hooks document says.
+    wrapper = add_wrapper(root, "host_a", "beforeTool", "deny_bash")
+    wrapper.chmod(0o644)
+    command = hook_command("host_a", "hooks/PreToolUse")
+    done = subprocess.run(
+        ["sh", "-c", command],
+        input=json.dumps(native_input("host_a", "PreToolUse")).encode(),
+        capture_output=True,
+        env={**clean_environ(), "CLAUDE_PLUGIN_ROOT": str(wrapper.parent.parent)},
+        timeout=60,
+        check=False,
+    )
+    assert answer(done)["hookSpecificOutput"]["permissionDecision"] == "deny"
 
 
 # --------------------------------------------------------------------------------------------
@@ -566,3 +587,33 @@ def test_trace_events_and_receipt_conform() -> None:
     assert [e["kind"] for e in failed.events] == ["failure"]
     validate("EventTraceReceipt.json", receipt(failed, started_at=0.5, session=""))
     assert receipt(failed, started_at=0.5, session="")["startedAt"] == "1970-01-01T00:00:00.500Z"
+
+
+@pytest.mark.parametrize(
+    ("changes", "left_out"),
+    [
+        ({"effort": "high"}, []),  # the seed's own string form
+        ({"effort": None}, ["effort"]),
+        ({"effort": {"lvl": "x"}}, ["effort"]),
+        ({"prompt_id": None}, ["promptId"]),
+        ({"cwd": 5, "permission_mode": []}, ["cwd", "permissionMode"]),
+    ],
+)
+def test_an_optional_field_of_an_odd_shape_never_keeps_the_handler_from_running(
+    root: Path, changes: dict[str, Any], left_out: list[str]
+) -> None:
+    stdin = {**native_input("host_a", "PreToolUse"), **changes}
+    dropped: list[str] = []
+    payload = handler_payload("host_a", "beforeTool", stdin, dropped)
+    assert sorted(dropped) == sorted(left_out)
+    assert not set(left_out) & set(payload)
+    if changes.get("effort") == "high":
+        assert payload["effort"] == "high"
+    done = run_hook(root, "host_a", "beforeTool", "deny_bash", stdin)
+    assert answer(done)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    said = done.stderr.decode()
+    assert ("left out" in said) == bool(left_out)
+    # A required field of the wrong kind still refuses: the handler is never given a payload
+    # it was promised and does not have.
+    with pytest.raises(NativeDecodeFailed, match="toolName"):
+        handler_payload("host_a", "beforeTool", {**stdin, "tool_name": 5})

@@ -147,7 +147,7 @@ def test_documents_name_exactly_the_given_wrappers(spec: Spec, host: str) -> Non
     plugin = row["plugin"]
     document = json.loads(files[plugin["hooks_document"]])
     found = commands_of(document, plugin["hooks_format"])
-    prefix = '"${' + plugin["root_variable"] + '}"'
+    prefix = 'sh "${' + plugin["root_variable"] + '}"'
     paths = []
     for native, command, timeout in found:
         assert command.startswith(prefix)
@@ -179,7 +179,7 @@ def test_the_claude_like_documents() -> None:
                     "hooks": [
                         {
                             "type": "command",
-                            "command": '"${CLAUDE_PLUGIN_ROOT}"/hooks/PreToolUse',
+                            "command": 'sh "${CLAUDE_PLUGIN_ROOT}"/hooks/PreToolUse',
                             "timeout": 10,
                         }
                     ],
@@ -208,7 +208,7 @@ def test_the_gemini_like_manifest_holds_the_mcp_servers_and_ms_timeouts() -> Non
     }
     hooks = json.loads(files["hooks/hooks.json"])["hooks"]["AfterAgent"][0]["hooks"]
     assert hooks == [
-        {"type": "command", "command": '"${extensionPath}"/hooks/AfterAgent', "timeout": 3000}
+        {"type": "command", "command": 'sh "${extensionPath}"/hooks/AfterAgent', "timeout": 3000}
     ]
 
 
@@ -223,7 +223,7 @@ def test_the_cursor_like_documents_are_flat() -> None:
     }
     assert json.loads(files["hooks/hooks.json"]) == {
         "version": 1,
-        "hooks": {"stop": [{"command": '"${CURSOR_PLUGIN_ROOT}"/hooks/stop', "timeout": 5}]},
+        "hooks": {"stop": [{"command": 'sh "${CURSOR_PLUGIN_ROOT}"/hooks/stop', "timeout": 5}]},
     }
 
 
@@ -299,9 +299,11 @@ def test_attach_plans_follow_the_attach_rows(tmp_path: Path) -> None:
     home = str(tmp_path / "h")
     assert plan.env == {"CODEX_HOME": home}
     assert plan.carry == (
-        (str(user / "auth.json"), "auth.json"),
         (str(user / "config.toml"), "config.toml"),
+        (str(user / "auth.json"), "auth.json"),
     )
+    assert plan.credentials == ("auth.json",)
+    assert plan.leave_out == ("hooks", "mcp_servers", "plugins", "marketplaces")
     assert plan.copies == (("/state/install", "marketplace/demo"),)
     document = json.loads(plan.files["marketplace/.agents/plugins/marketplace.json"])
     assert document == {
@@ -324,7 +326,7 @@ def test_attach_plans_follow_the_attach_rows(tmp_path: Path) -> None:
     ]
     # Without CODEX_HOME the user's own home is ~/.codex, ~ being the run's HOME.
     default = attach_plan("host_b", "/i", plugin="demo", home=home, user_env={"HOME": "/u"})
-    assert default.carry[0][0] == "/u/.codex/auth.json"
+    assert default.carry[0][0] == "/u/.codex/config.toml"
     gemini = attach_plan("host_c", "/i", plugin="demo", home=home, user_env={})
     assert gemini.commands == (("extensions", "link", "/i", "--consent"),)
     assert gemini.env == {"GEMINI_CLI_HOME": home} and gemini.args == ()
@@ -470,3 +472,43 @@ def test_the_fake_agent_is_its_own_program() -> None:
         if line.startswith(("import ", "from "))
     ]  # fmt: skip
     assert imports and not [line for line in imports if "bundle_contract" in line]
+
+
+def test_a_carried_settings_file_leaves_the_users_hooks_and_servers_behind(
+    tmp_path: Path,
+) -> None:
+    user = tmp_path / "user"
+    (user / ".gemini").mkdir(parents=True)
+    (user / "config.toml").write_text(
+        'model = "m"\nhooks = { x = 1 }\n[model_providers.p]\nbase_url = "u"\n'
+        '[mcp_servers.mine]\ncommand = "rm"\n[features]\nhooks = true\n'
+        '[plugins."a@b"]\nenabled = true\n'
+    )
+    (user / "auth.json").write_text('{"token": "t"}')
+    (user / ".gemini" / "settings.json").write_text(
+        '{"hooks": {"BeforeTool": []}, // mine\n "mcpServers": {}, "ui": {"theme": "x"}}'
+    )
+    codex_home, gemini_home = tmp_path / "codex", tmp_path / "gemini"
+    codex_home.mkdir()
+    gemini_home.mkdir()
+    env = {"CODEX_HOME": str(user), "HOME": str(user)}
+    codex = attach_plan("host_b", None, plugin="", home=codex_home, user_env=env)
+    apply_attach(codex, ["true"], env)
+    assert (codex_home / "config.toml").read_text() == (
+        'model = "m"\n[model_providers.p]\nbase_url = "u"\n[features]\nhooks = true\n'
+    )
+    assert (codex_home / "auth.json").read_text() == '{"token": "t"}'
+    gemini = attach_plan("host_c", None, plugin="", home=gemini_home, user_env=env)
+    apply_attach(gemini, ["true"], env)
+    assert json.loads((gemini_home / ".gemini" / "settings.json").read_text()) == {
+        "ui": {"theme": "x"}
+    }
+    # Against the scripted model no credential is carried.
+    scripted_home = tmp_path / "scripted"
+    scripted_home.mkdir()
+    plan = attach_plan(
+        "host_b", None, plugin="", home=scripted_home, user_env=env, model_url="http://m"
+    )
+    apply_attach(plan, ["true"], env)
+    assert not (scripted_home / "auth.json").exists()
+    assert (scripted_home / "config.toml").exists()

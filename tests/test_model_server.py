@@ -411,3 +411,26 @@ def test_the_command_refuses_a_bad_script(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "ModelScript" in done.stderr
+
+
+def test_each_session_plays_the_script_from_its_first_turn() -> None:
+    from bundle_server.model import ScriptedModels
+
+    models = ScriptedModels(SCRIPT)
+    first, second = models.start(), models.start()
+    try:
+        assert first.url != second.url
+        for model in (first, second):
+            host, port = model.url.removeprefix("http://").split(":")
+            connection = http.client.HTTPConnection(host, int(port), timeout=10)
+            turn = json.dumps(anthropic_turn([{"role": "user", "content": "go"}]))
+            connection.request("POST", "/v1/messages", turn, {"Content-Type": "application/json"})
+            assert connection.getresponse().status == 200
+            connection.close()
+        assert [r["reply"]["turn"] for r in models.requests] == [0, 0]
+    finally:
+        models.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        models.start()
+    with pytest.raises(ConnectionRefusedError):
+        http.client.HTTPConnection("127.0.0.1", first.port, timeout=5).request("GET", "/")

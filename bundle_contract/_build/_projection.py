@@ -206,7 +206,12 @@ def _mcp_entries(host: str, servers: list[dict[str, Any]], layout: Layout) -> di
     for server in servers:
         if server["transport"] == "stdio":
             entry = stdio_server_entry(server, roots, python=python)
-            if cwd is not None:
+            if entry["command"] == python:
+                # Through sh, as the hooks: the interpreter script needs no execute bit.
+                entry["command"], entry["args"] = "sh", [python, *entry["args"]]
+            if cwd is not None and "launch" in server:
+                # The plugin's own launcher, named relative to the root it starts in; a
+                # command server of the user's keeps the cwd the host gives it.
                 entry["cwd"] = cwd
             entries[server["name"]] = entry
         else:

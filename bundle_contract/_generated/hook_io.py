@@ -9,6 +9,8 @@ OUTPUTS = {'host_a': {'session/start': {'continue': (), 'additionalContext': (((
 # host kind -> handler event -> required fields the schema leaves optional (hooks.toml
 # unsent) that this host has a key for, and so must send.
 PRESENT = {'host_a': {'beforeTool': ('toolUseId',), 'afterTool': ('toolUseId',)}, 'host_b': {'beforeTool': ('toolUseId',), 'afterTool': ('toolUseId',)}}
+# handler event -> the payload fields it requires (common and its own, hooks.toml).
+REQUIRED = {'sessionStart': ('sessionId',), 'beforeTool': ('sessionId', 'toolInput', 'toolName', 'toolUseId'), 'afterTool': ('sessionId', 'toolInput', 'toolName', 'toolUseId', 'toolResponse'), 'stop': ('sessionId', 'stopHookActive'), 'agentStart': ('sessionId', 'agentId', 'agentType'), 'agentStop': ('sessionId', 'agentType', 'stopHookActive')}
 # host kind -> what the wrapper writes for an empty answer (hosts.toml empty_answer).
 EMPTY_ANSWERS = {'host_c': '{}'}
 # handler event -> the canonical family it serves (hooks.toml event rows).
@@ -186,25 +188,15 @@ def first_error_decode_positive_count(x):
 
 # '<decode:level>#'
 def is_valid_decode_level(x):
-    if not (type(x) is dict or isinstance(x, dict)):
-        return False
-    if 'level' not in x:
-        return False
-    v1 = x['level']
-    if not (type(v1) is str or isinstance(v1, str)):
+    if not ((type(x) is str or isinstance(x, str)) or _v30(x)):
         return False
     return True
 
 
 # '<decode:level>#'
 def first_error_decode_level(x):
-    if not (type(x) is dict or isinstance(x, dict)):
-        return ("", 'expected object, got ' + _tname(x))
-    if 'level' not in x:
-        return ("", "missing required property 'level'")
-    v1 = x['level']
-    if not (type(v1) is str or isinstance(v1, str)):
-        return ('/level', 'expected string, got ' + _tname(v1))
+    if not ((type(x) is str or isinstance(x, str)) or _v30(x)):
+        return ("", 'not valid against any subschema of anyOf')
     return None
 
 
@@ -878,6 +870,18 @@ def _e29(x):
         if k43 not in _K5:
             return ('/' + _esc(k43), 'additional property is not allowed')
     return None
+
+
+# '<decode:level>#/anyOf/1'
+def _v30(x):
+    if not (type(x) is dict or isinstance(x, dict)):
+        return False
+    if 'level' not in x:
+        return False
+    v1 = x['level']
+    if not (type(v1) is str or isinstance(v1, str)):
+        return False
+    return True
 
 
 VALIDATORS = {

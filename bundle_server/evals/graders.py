@@ -8,7 +8,8 @@ person needs to see why) from what the trial left (EvalSuite.json#/$defs/grader)
   outcome;
 - `toolCalls` reads the calls the agent made from the host's transcript; a call is named as
   the host names it, or by MCP server and tool, which each host spells its own way
-  (hosts.toml [host.plugin] `mcp_tool_name`, its {plugin} the bundle's application id);
+  (hosts.toml [host.plugin] `mcp_tool_name`, its {plugin} the bundle's application id), and a
+  skill's loading by the skill's name (`skill_call`, `skill_name`);
 - `model` reads what the host sent the scripted model (a run with `--model scripted`): a tool
   it offered, and text that reached the model (a deny reason, a hook's context).
 
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bundle_contract._host_plugin import host_row
 from bundle_contract._spec import get_spec
 from bundle_server.evals.batch import ToolCall, mcp_tool_name
 from bundle_server.evals.commands import Commands
@@ -196,10 +198,25 @@ class Wanted:
 
 def _wanted(want: Mapping[str, Any], evidence: Evidence) -> Wanted:
     """The call as the trial's host names it (ValueError when it cannot)."""
+    if "skill" in want:
+        return skill_call(evidence.host, evidence.plugin, want["skill"])
     name = want.get("name")
     if name is None:
         name = mcp_tool_name(evidence.host, evidence.plugin, want["server"], want["tool"])
     return Wanted(name, want.get("arguments", {}))
+
+
+def skill_call(host: str, plugin: str | None, skill: str) -> Wanted:
+    """The call through which `host` loads the bundle's `skill` (hosts.toml [host.plugin]
+    skill_call, its argument spelled as skill_name); ValueError where the host has none."""
+    row = host_row(host).get("plugin", {})
+    call, template = row.get("skill_call"), row.get("skill_name", "{skill}")
+    if call is None:
+        raise ValueError(f"{host} loads a skill without a tool call: no call names {skill!r}")
+    if plugin is None and "{plugin}" in template:
+        raise ValueError(f"{host} names a skill after the bundle's application id ({template})")
+    name = template.replace("{plugin}", plugin or "").replace("{skill}", skill)
+    return Wanted(call["tool"], {call["argument"]: name})
 
 
 def model_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, str]:

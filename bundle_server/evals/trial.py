@@ -122,12 +122,22 @@ def run_trial(env: TrialEnv, trial: Trial) -> dict[str, Any]:
         record["error"] = clip(str(error))
     finally:
         commands.end()  # what setup and grader commands left running ends with the trial
-        if not env.keep_workspaces:
+        if env.keep_workspaces:
+            _drop_credentials(env.host, Path(f"{workspace}.home"))
+        else:
             shutil.rmtree(workspace, ignore_errors=True)
             shutil.rmtree(f"{workspace}.home", ignore_errors=True)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{workspace}.model.jsonl")
     return record
+
+
+def _drop_credentials(host: str, home: Path) -> None:
+    """A kept trial home keeps no credential copy (hosts.toml [host.attach] home credentials):
+    run directories get shared."""
+    for relative in host_row(host).get("attach", {}).get("home", {}).get("credentials", ()):
+        with contextlib.suppress(FileNotFoundError):
+            (home / relative).unlink()
 
 
 class TrialError(Exception):

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ __all__ = [
     "Reply",
     "ScriptStepper",
     "ScriptedModel",
+    "ScriptedModels",
     "load_script",
     "start_scripted_model",
 ]
@@ -65,7 +67,9 @@ def load_script(script: Script) -> Mapping[str, Any]:
     """A script given as data or as the path of a JSON file (checked when it is stepped)."""
     if isinstance(script, Mapping):
         return script
-    data: Mapping[str, Any] = json.loads(Path(script).read_text(encoding="utf-8"))
+    data = json.loads(Path(script).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{script}: a ModelScript is a JSON object, not a {type(data).__name__}")
     return data
 
 
@@ -109,3 +113,42 @@ def start_scripted_model(
         server.stop()
         raise
     return ScriptedModel(server)
+
+
+class ScriptedModels:
+    """One script, a scripted model per host session (`bundle-server --model-script`): each
+    session, a restart included, plays the script from its first turn. `requests` are every
+    model's, in the order answered; every request is also appended to `record`, if given."""
+
+    def __init__(self, script: Script, record: str | os.PathLike[str] | None = None) -> None:
+        self.script = load_script(script)
+        ScriptStepper(self.script)  # a script that does not conform fails here, not per session
+        self._record = record
+        self._lock = threading.Lock()
+        self._models: list[ScriptedModel] = []
+        self._closed = False
+
+    def start(self) -> ScriptedModel:
+        """A fresh model on its own loopback port, closed by `close`, or earlier by the
+        caller (a session's end)."""
+        model = start_scripted_model(self.script, record=self._record)
+        with self._lock:
+            if self._closed:
+                model.close()
+                raise RuntimeError("the scripted models are closed")
+            self._models.append(model)
+        return model
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        with self._lock:
+            models = list(self._models)
+        found = [request for model in models for request in model.requests]
+        return sorted(found, key=lambda request: float(request.get("time", 0)))
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            models, self._models = self._models, []
+        for model in models:
+            model.close()

@@ -11,6 +11,8 @@ the theory of operation:
   subscribers;
 - `_process.py`: the child on its PTY, reaping, finding what it left behind;
 - `_hosts.py`: host availability and executable resolution;
+- `_attach.py`: applying a host's attach plan (a home of the session's own, the host CLI's
+  own install commands) before it starts;
 - `_engine.py`: the thread and gevent hub the sessions' I/O runs in.
 
 Serving a session stream (seed 000, "Host-session stream") from a request greenlet:

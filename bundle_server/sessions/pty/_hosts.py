@@ -1,8 +1,8 @@
 """Which host kinds can be launched here, and with what command line.
 
 Theory of operation: spec/hosts.toml lists every host kind; those with a `[host.session]`
-table (host_a, host_b) can run in a host session, with a default `executable` (the
-arguments that point it at a development install, `plugin_args`, are added by the manager).
+table (host_a, host_b, host_c) can run in a host session, with a default `executable` (what
+attaches a development install, hosts.toml `[host.attach]`, the manager adds).
 A project may override the command per host with the DevConfig `hosts` mapping
 (`{"host_a": {"executable": ..., "args": [...]}}`, a bare string meaning just the
 executable): tests launch a fake host program that way. An executable is resolved as a shell

@@ -49,6 +49,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,7 @@ from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_contract._states import state_machine
 from bundle_server._ids import new_id
+from bundle_server.model import ScriptedModel, ScriptedModels
 from bundle_server.sessions.pty import _ledger as ledger
 from bundle_server.sessions.pty._attach import apply as apply_attach
 from bundle_server.sessions.pty._attach import make_home, remove_home
@@ -114,6 +116,20 @@ def _bare(host: str) -> tuple[None, None]:
     return None, None
 
 
+@dataclass
+class _Owned:
+    """What the manager made for one session alone, and removes with it: the host's home of
+    the session's own, and its scripted model."""
+
+    home: str | None = None
+    model: ScriptedModel | None = None
+
+    def release(self) -> None:
+        remove_home(self.home)
+        if self.model is not None:
+            self.model.close()
+
+
 def prompt_args(host: str, prompt: str) -> list[str] | None:
     """The arguments that start an interactive `host` on `prompt` (hosts.toml [host.session]
     prompt_args), or None when the prompt is to be typed."""
@@ -153,14 +169,14 @@ class SessionManager:
         subreaper: bool = True,
         engine: Callable[[], Engine] | None = None,
         homes: Path | None = None,
-        model_url: str | None = None,
+        models: ScriptedModels | None = None,
     ) -> None:
         spec = get_spec()
         # Where sessions' own host homes go (hosts.toml [host.attach] home): beside the
         # ledger in the server's state, else the system's temporary directory.
         self._homes = homes if homes is not None else (ledger.parent / "homes" if ledger else None)
-        # A scripted model every session is pointed at (bundle-server --model-script), or None.
-        self._model_url = model_url
+        # Scripted models, one per session (bundle-server --model-script), or None.
+        self._models = models
         self.project_root = str(Path(project_root).resolve())
         self._attach: Attach = attach or _bare
         self._ledger = ledger  # where spawned sessions are recorded (see _ledger.py)
@@ -350,7 +366,8 @@ class SessionManager:
         self._wait_settled(session)
         with self._lock:
             self._sessions.pop(session_id, None)
-        remove_home(session.home)
+        if session.owned is not None:
+            session.owned.release()
         if self._ledger is not None:
             ledger.forget(self._ledger, session_id)
 
@@ -373,7 +390,8 @@ class SessionManager:
                 session.request_terminate()
             for session in sessions:
                 self._wait_settled(session)
-                remove_home(session.home)
+                if session.owned is not None:
+                    session.owned.release()
                 if self._ledger is not None:
                     ledger.forget(self._ledger, session.id)
             if self._engine is not None:
@@ -450,12 +468,15 @@ class SessionManager:
         # A host that takes its first prompt as arguments gets it so, not typed in a race
         # with its UI starting (hosts.toml prompt_args).
         prompted = prompt_args(host, prompt) if prompt and not batch else None
-        if prompted is not None and seed is not None and len(seed) > self._argument_max:
-            raise MalformedSessionRequest(
-                "the prompt is too long to pass as an argument",
-                {"bytes": len(seed), "limit": self._argument_max},
-                variant="input-too-large",
-            )
+        for word in prompted or ():
+            if "\0" in word:
+                raise MalformedSessionRequest("the prompt holds a NUL character", {})
+            if len(word.encode("utf-8")) > self._argument_max:
+                raise MalformedSessionRequest(
+                    "the prompt is too long to pass as an argument",
+                    {"bytes": len(word.encode("utf-8")), "limit": self._argument_max},
+                    variant="input-too-large",
+                )
         if prompted is not None:
             seed = None
         if seed is not None and len(seed) > self._pending_max:
@@ -467,35 +488,43 @@ class SessionManager:
         launch = resolve(host, self._overrides, env)
         epoch_id, plugin_dir = self._attach(host) if with_bundle else (None, None)
         argv = launch.argv
+        own_home = None
+        owned = _Owned()  # what this session alone uses, removed with it
+        if model_url is None and self._models is not None:
+            try:
+                owned.model = self._models.start()
+            except (OSError, RuntimeError) as error:
+                message = f"the scripted model could not start: {error}"
+                raise HostNotLaunchable(message, {"host": host}) from None
+            model_url = owned.model.url
         try:
-            own_home = None
             if "home" in attach_row(host):
                 own_home = home if home is not None else make_home(self._homes, host)
+                # A home the caller gave is the caller's (a trial reads its transcript there).
+                owned.home = own_home if home is None else None
             plan = attach_plan(
                 host,
                 plugin_dir,
                 plugin=plugin_name(host, plugin_dir) if plugin_dir is not None else "",
                 home=own_home,
                 user_env=env,
-                model_url=model_url if model_url is not None else self._model_url,
+                model_url=model_url,
             )
         except (ValueError, OSError) as error:
+            owned.release()  # nothing is left of a session that never started
             raise HostNotLaunchable(str(error), {"host": host}) from None
-        # A home the caller gave is the caller's (a trial reads the transcript in it).
-        made_home = own_home if home is None else None
         argv = (*argv, *plan.args, *(prompted or ()))
         env.update(plan.env)
         if batch:  # last: a batch host's arguments end with its prompt
             try:
                 argv = (*argv, *batch_args(host, prompt or ""))
             except ValueError as error:
-                remove_home(made_home)
+                owned.release()
                 raise HostNotLaunchable(str(error), {"host": host}) from None
-        home = made_home
         try:
             self._reserve(restart_of, epoch_id)
         except BaseException:
-            remove_home(home)
+            owned.release()
             raise
         try:
             if restart_of is not None:
@@ -514,9 +543,9 @@ class SessionManager:
                 cwd=cwd,
                 batch=batch,
             )
-            session.home = home
+            session.owned = owned
         except BaseException:
-            remove_home(home)
+            owned.release()
             raise
         finally:
             with self._lock:

@@ -148,7 +148,9 @@ class Session:
         self.settled = threading.Event()  # ... and nothing the session started is left
         self.inherited = False  # a restart took over this session's slot (manager lock)
         self.batch = False  # a host run non-interactively (an evaluation trial): no restart
-        self.home: str | None = None  # the host's home of this session's own, if it has one
+        # What the manager made for this session alone (its home, its scripted model), with
+        # `release()`: removed when the session is deleted or the manager closes.
+        self.owned: Any = None
         self._record = record
         self._engine = engine
         self._marker = marker
