@@ -32,12 +32,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+from bundle_contract._spec import get_spec
 from bundle_server._http.shell import LoopbackShell
 from bundle_server.model.dialects import find
 from bundle_server.model.script import ScriptStepper
 
 StartResponse = Callable[..., Any]
-MAX_BODY = 64 * 1024 * 1024
+MAX_BODY: int = get_spec().limit("model-request-bytes")["maximum"]
 COMMON = [("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff")]
 
 
