@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shutil
@@ -400,6 +401,7 @@ def test_bundle_devkit_new_scaffolds_a_project_that_builds(tmp_path: Path) -> No
     assert result.ok, result.diagnostics
     assert result.config is not None
     assert result.config["application"]["id"] == "my-bundle"
+    assert result.config["application"]["author"] == {"name": getpass.getuser()}
     again = subprocess.run(
         [sys.executable, "-m", "bundle_contract._build._scaffold", "new", str(target)],
         capture_output=True,

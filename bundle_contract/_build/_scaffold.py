@@ -8,6 +8,7 @@ spec/. One copy of the example means the scaffold is always a project the tests 
 from __future__ import annotations
 
 import argparse
+import getpass
 import re
 import shutil
 import sys
@@ -17,6 +18,7 @@ from bundle_contract._build._layout import layout
 
 TEMPLATE_ID = "safe-shell"
 TEMPLATE_NAME = "Safe shell"
+TEMPLATE_AUTHOR = "bundle-devkit examples"
 CONFIG = "bundle.config.py"
 
 
@@ -52,8 +54,21 @@ def new_project(directory: Path) -> Path:
     text = text.replace(
         f'"name": "{TEMPLATE_NAME}"', f'"name": "{slug.replace("-", " ").capitalize()}"', 1
     )
+    # Plugin manifests carry the author (Claude's strict validation wants one): the user's.
+    text = text.replace(
+        f'"author": {{"name": "{TEMPLATE_AUTHOR}"}}', f'"author": {{"name": {author()!r}}}', 1
+    )
     config.write_text(text, encoding="utf-8")
     return directory
+
+
+def author() -> str:
+    """Who creates the project, as the system knows them (a login name at least)."""
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        name = ""
+    return name.replace("'", "").replace("\\", "") or "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
