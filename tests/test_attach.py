@@ -123,3 +123,14 @@ def test_a_prompt_the_host_takes_as_an_argument_is_checked(tmp_path: Path) -> No
         assert manager.active_count() == 0
     finally:
         manager.close()
+
+
+def test_homes_a_killed_server_left_are_removed_by_the_next(tmp_path: Path) -> None:
+    homes = tmp_path / "homes"
+    (homes / "host_b-leftover").mkdir(parents=True)
+    (homes / "host_b-leftover" / "auth.json").write_text("{}")
+    manager = SessionManager(tmp_path, homes=homes)
+    try:
+        assert not (homes / "host_b-leftover").exists()
+    finally:
+        manager.close()

@@ -46,6 +46,7 @@ import contextlib
 import logging
 import os
 import re
+import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -175,6 +176,10 @@ class SessionManager:
         # Where sessions' own host homes go (hosts.toml [host.attach] home): beside the
         # ledger in the server's state, else the system's temporary directory.
         self._homes = homes if homes is not None else (ledger.parent / "homes" if ledger else None)
+        if self._homes is not None:
+            # The directory is this manager's alone: what is there was left by a server that
+            # was killed (its sessions' processes are reaped from the ledger likewise).
+            shutil.rmtree(self._homes, ignore_errors=True)
         # Scripted models, one per session (bundle-server --model-script), or None.
         self._models = models
         self.project_root = str(Path(project_root).resolve())
