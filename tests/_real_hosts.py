@@ -160,9 +160,10 @@ def missing_cli(kind: str) -> str | None:
 
 def base_env(kind: str, root: Path) -> dict[str, str]:
     """Host `kind`'s environment as a user's: HOME and TMPDIR of its own under `root` (made),
-    loopback only. For a host that runs in a home of its own ([host.attach] home), the
-    variable naming the user's home of the host points into that HOME too, so an attach plan
-    carries files from there, never from the home of the user running the tests."""
+    loopback only, its telemetry and updates off. For a host that runs in a home of its own
+    ([host.attach] home), the variable naming the user's home of the host points into that
+    HOME too, so an attach plan carries files from there, never from the home of the user
+    running the tests."""
     home, tmp = root / "home", root / "tmp"
     for directory in (home, tmp):
         directory.mkdir(parents=True, exist_ok=True)
@@ -174,6 +175,12 @@ def base_env(kind: str, root: Path) -> dict[str, str]:
         "TMPDIR": str(tmp),
         **LOOPBACK_ONLY,
     }
+    # The host's own quiet switches (telemetry, updates, error reports: its [host.scripted]
+    # variables), pointed at a closed loopback port where they name a model.
+    for name, value in host_row(kind)["scripted"]["env"].items():
+        env[name] = value.replace("{model_url}", "http://127.0.0.1:9").replace(
+            "{api_key}", SCRIPTED_API_KEY
+        )
     own = host_row(kind)["attach"].get("home")
     if own is not None:
         env[own["variable"]] = str(home / own["user_home"].removeprefix("~").lstrip("/"))
