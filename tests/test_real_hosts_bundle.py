@@ -5,10 +5,10 @@ elsewhere, loaded with --plugin-dir; Codex: its own marketplace commands, which 
 its plugin cache; Gemini: `gemini extensions install`, a copy), after the artifact and the
 project are gone, runs one scripted session:
 
-1. the bundle's MCP tool is offered and answers (`check_command` refuses `rm -rf /`);
-2. a force-push the bundle refuses does not run: a marker file the same command line would
+1. an allowed command runs;
+2. the bundle's MCP tool is offered and answers (`check_command` refuses `rm -rf /`);
+3. a force-push the bundle refuses does not run: a marker file the same command line would
    create stays absent, and the deny reason reaches the model;
-3. an allowed command runs;
 4. the final answer proposes a force-push: the Stop-like hook blocks with its reason, the
    model answers again, and the hook lets that one go (re-entry).
 
@@ -40,14 +40,16 @@ RUN_TIMEOUT = 120
 PUSH = "git push --force origin main; touch denied.txt"
 SCRIPT: dict[str, Any] = {
     "turns": [
+        # First an allowed command that takes a moment: `codex exec` does not wait for a
+        # plugin's MCP servers before its first request, and offers their tools once started.
+        {"text": "Starting.", "toolCalls": [{"shell": "touch allowed.txt; sleep 3"}]},
         {
-            "text": "Checking first.",
+            "when": {"toolResult": True},
             "toolCalls": [
                 {"server": "safe-shell", "tool": "check_command", "input": {"command": "rm -rf /"}}
             ],
         },
         {"when": {"toolResult": True}, "toolCalls": [{"shell": PUSH}]},
-        {"when": {"toolResult": True}, "toolCalls": [{"shell": "touch allowed.txt"}]},
         {"when": {"toolResult": True}, "text": "Now run git push --force origin main to publish."},
         {"when": {"textContains": "safe-shell"}, "text": "I will not force-push: it is refused."},
     ],
