@@ -112,13 +112,31 @@ def route_project(
 
 
 def wait_active(server: DevServer, timeout: float = 60.0) -> DevServer:
-    """`server` once its project has an active epoch (its routes can run)."""
+    """`server` once its project has an active epoch (its routes can run) and that epoch is
+    installed for every host kind it installs (the epoch turns active before the installs,
+    one host after another, are done)."""
     deadline = time.monotonic() + timeout
-    while server.project is None or server.project.active_epoch() is None:
+    while not _installed(server):
         if time.monotonic() > deadline:
-            raise TimeoutError("the project never built")
+            raise TimeoutError("the project never built, or its epoch was never installed")
         time.sleep(0.05)
     return server
+
+
+def _installed(server: DevServer) -> bool:
+    project = server.project
+    active = project.active_epoch() if project is not None else None
+    if project is None or active is None:
+        return False
+    epoch = server.status()["artifact"]["activeEpoch"]
+    hosts = server.options["installHosts"] or list(epoch.get("targetDigests", {}))
+    for host in hosts:
+        attached = project.attachment(host)
+        if host in epoch.get("targetDigests", {}) and (
+            attached is None or attached.epoch_id != active[0]
+        ):
+            return False
+    return True
 
 
 @contextmanager
