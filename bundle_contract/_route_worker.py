@@ -64,6 +64,10 @@ class RouteContext:
         self.providers: dict[str, Any] = {}
         self.document: Any = None
         self._replies = replies
+        # The largest render event the server keeps (limit render-event-budget, sent with the
+        # job); a job without it (an older server) has no bound here, the server's still holds.
+        bound = job.get("renderEventBytes")
+        self._event_bytes: float = bound if isinstance(bound, int) else float("inf")
 
     def render(self, kind: str, data: Any = None, document: Any = None) -> None:
         """Send one render event now; with `document`, it bears the run's Agent Document."""
@@ -73,14 +77,64 @@ class RouteContext:
         if document is not None:
             event["document"] = document
         # The event's serialized size (RenderEvent `bytes`, what the window counts), measured
-        # here where it is encoded anyway, so the server does not encode it again.
-        # allow_nan=False: NaN is not JSON; a route that renders it fails here, in its code.
-        size = len(
-            json.dumps(event, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-        )
+        # here where it is encoded anyway, so the server does not encode it again. What is not
+        # JSON (NaN, Infinity, a set) fails here, in the route's code, with where it is.
+        size = len(encoded(event, f"render event {kind!r}").encode())
+        if size > self._event_bytes:
+            # Refused before it reaches the pipe: the server would refuse it anyway (limit
+            # render-event-budget), and the route learns why where it rendered.
+            raise RenderEventTooLarge(
+                f"render event {kind!r} is {size} bytes encoded, above the limit of"
+                f" {self._event_bytes} bytes (render-event-budget)"
+            )
         if document is not None:
             self.document = document
         self._replies.send(self.invocation_id, {"type": "render", "bytes": size, **event})
+
+
+class RenderEventTooLarge(ValueError):
+    """A render event above the server's per-event bound (render-event-budget)."""
+
+
+class NotJson(ValueError):
+    """A value a route handed over (a render event, its result) that JSON cannot carry."""
+
+
+def encoded(value: Any, what: str) -> str:
+    """`value` as compact JSON, or NotJson naming `what` and the path of the first value JSON
+    cannot carry (NaN and Infinity included: they are not JSON, whatever Python writes)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise NotJson(f"{what} is not JSON: {_not_json_at(value, '$') or error}") from None
+
+
+def _not_json_at(value: Any, path: str, depth: int = 0) -> str | None:
+    """Where the first value JSON cannot carry sits in `value` (only called after a failure,
+    so the walk costs nothing on the happy path)."""
+    if depth > 100:
+        return f"{path}: nested too deeply"
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return f"{path} is {value!r} (NaN and Infinity are not JSON numbers)"
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return None
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = _not_json_at(item, f"{path}[{index}]", depth + 1)
+            if found:
+                return found
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, (str, int, bool)) and key is not None:
+                if isinstance(key, float) and key == key and abs(key) != float("inf"):
+                    continue
+                return f"{path} has the key {key!r}, which is not a JSON object key"
+            found = _not_json_at(item, f"{path}.{key}", depth + 1)
+            if found:
+                return found
+        return None
+    return f"{path} is a {type(value).__name__}, which is not a JSON value"
 
 
 class Replies:
@@ -204,8 +258,8 @@ def run(job: Mapping[str, Any], replies: Replies, runtime: str) -> dict[str, Any
         replies.trace(invocation, "render.start", "render")
         result = resolve(job["handler"])(job["event"], context)
         # What is not JSON fails the run here, not the reply pipe.
-        json.dumps(result, allow_nan=False)
-        json.dumps(context.document, allow_nan=False)
+        encoded(result, "the route's result")
+        encoded(context.document, "the route's Agent Document")
         replies.trace(invocation, "render.finish", "render")
     except BaseException as error:  # the run fails; the worker lives on (SystemExit too)
         if isinstance(error, KeyboardInterrupt):
@@ -304,7 +358,14 @@ def main(argv: list[str] | None = None) -> None:
         else:
             break
         end_output(job["id"])
-        replies.send(job["id"], final)
+        try:
+            replies.send(job["id"], final)
+        except (TypeError, ValueError) as error:
+            # A final reply JSON cannot carry must not end the worker (the server would only
+            # say it exited): the run fails with why.
+            replies.send(
+                job["id"], {"type": "final", "status": "failed", "error": summarize(error)}
+            )
 
 
 if __name__ == "__main__":

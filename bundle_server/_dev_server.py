@@ -44,6 +44,7 @@ from urllib.parse import urlencode
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import validate
+from bundle_server._budget import RetentionBudget
 from bundle_server._http.app import BundleApp, create_app
 from bundle_server._http.guard import new_token
 from bundle_server._http.shell import LoopbackShell
@@ -142,6 +143,7 @@ class DevServer:
         watch: bool = True,
         environ: Mapping[str, str] | None = None,
         model_script: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+        retention_budget: int | None = None,
     ) -> None:
         self.options = options
         # A script every host session runs against on a scripted model (bundle_server.model).
@@ -174,6 +176,8 @@ class DevServer:
         self.hub = TraceHub()
         self.logs = LogHub()
         self.project_events = ProjectHub()
+        # The byte budget of what the services keep of project code's output (shared).
+        self.budget = RetentionBudget(retention_budget)
         self.services = Services(hub=self.hub, logs=self.logs, project_events=self.project_events)
         self._bridge: LogBridge | None = None
         self.shell: LoopbackShell | None = None
@@ -338,6 +342,7 @@ def start_dev_server(
     watch: bool = True,
     environ: Mapping[str, str] | None = None,
     model_script: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    retention_budget: int | None = None,
 ) -> DevServer:
     """Start the development server for the project at `root`; returns once it listens.
 
@@ -353,6 +358,8 @@ def start_dev_server(
     tests and the fuzzer turn it on; a server that trusts its handlers skips the cost).
     `model_script` (a ModelScript, or the path of one) starts a scripted model on loopback
     that every host session is pointed at (hosts.toml [host.scripted]), off the net.
+    `retention_budget` (bytes, in place of spec/limits.toml retained-bytes-budget) is a test
+    seam outside StartOptions: tests reach the budget without hundreds of MiB of renders.
 
     Raises ConfigInvalid, before anything starts, when the project's bundle.config.json
     cannot be read or does not conform to BundleConfig.json (a bundle.config.py is project
@@ -377,4 +384,5 @@ def start_dev_server(
         watch=watch,
         environ=environ,
         model_script=model_script,
+        retention_budget=retention_budget,
     )

@@ -198,6 +198,7 @@ def _invocations(server: DevServer) -> InvocationService:
         functools.partial(server.hub.publish),
         lambda: project.config,
         server.project_events.publish,
+        server.budget,
     )
 
 

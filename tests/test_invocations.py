@@ -59,6 +59,9 @@ def blank(event, context):
 def nan(event, context):
     return {"value": float("nan")}
 
+def renders_nan(event, context):
+    context.render("chart", {"points": [1.0, float(context.input)]})
+
 def typed(event, context):
     return context.input["n"] + 1
 
@@ -113,6 +116,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
                     "pid",
                     "blank",
                     "nan",
+                    "renders_nan",
                     "forges",
                 ),
                 TYPED,
@@ -510,6 +514,17 @@ def test_a_result_that_is_not_json_fails_the_run_not_the_server(client: Client) 
     assert status == 200 and body["invocation"]["status"] == "failed"
     assert (
         client.request("GET", f"/api/routes/invocations/{body['invocation']['id']}").status == 200
+    )
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_nan_or_infinity_in_a_render_fails_the_run_saying_where(client: Client, value: str) -> None:
+    status, body = invoke(client, routeId="renders_nan", input=value)
+    assert status == 200 and body["invocation"]["status"] == "failed"
+    [error] = [d["message"] for d in body["invocation"]["diagnostics"] if d["severity"] == "error"]
+    assert error == (
+        f"NotJson: render event 'chart' is not JSON: $.data.points[1] is {float(value)!r}"
+        " (NaN and Infinity are not JSON numbers)"
     )
 
 

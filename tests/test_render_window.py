@@ -126,6 +126,12 @@ def run_against_model(
                 "evictedEvents": index + 1 - len(kept),
                 "evictedBytes": produced_bytes - retained,
                 "retainedBytes": retained,
+                "causes": {
+                    "renderWindow": {
+                        "events": index + 1 - len(kept),
+                        "bytes": produced_bytes - retained,
+                    }
+                },
             }
         else:
             assert retention is None
@@ -256,6 +262,7 @@ def test_one_event_of_five_mib_is_kept_alone_and_evicted_by_the_next() -> None:
         "evictedEvents": 1,
         "evictedBytes": 5 * MiB,
         "retainedBytes": 10,
+        "causes": {"renderWindow": {"events": 1, "bytes": 5 * MiB}},
     }
 
 
@@ -272,6 +279,7 @@ def test_a_large_document_outlives_300_small_events() -> None:
         "evictedEvents": 299,
         "evictedBytes": 299 * 100,
         "retainedBytes": 3 * MiB + 100,
+        "causes": {"renderWindow": {"events": 299, "bytes": 299 * 100}},
     }
 
 
@@ -288,6 +296,7 @@ def test_a_small_document_and_300_small_events_keep_256() -> None:
         "evictedEvents": 45,
         "evictedBytes": 4500,
         "retainedBytes": 1000 + 255 * 100,
+        "causes": {"renderWindow": {"events": 45, "bytes": 4500}},
     }
 
 
@@ -358,3 +367,26 @@ def test_retention_is_a_valid_render_retention() -> None:
     validator = reference_validator("RenderRetention.json")
     assert validator.is_valid(window.retention())
     assert reference_validator("InvocationTruncatedFrame.json").is_valid(window.retention())
+
+
+def test_drop_all_empties_the_window_and_counts_the_budget_apart() -> None:
+    window: RenderWindow[int] = RenderWindow(max_events=3)
+    for i in range(4):
+        window.append(i, 10, document=i == 1)
+    reader = window.reader()
+    assert window.drop_all() == 30  # the protected document and newest go too
+    assert len(window) == 0 and window.retained_bytes == 0
+    assert window.retention() == {
+        "producedEvents": 4,
+        "evictedEvents": 4,
+        "evictedBytes": 40,
+        "retainedBytes": 0,
+        "causes": {
+            "renderWindow": {"events": 1, "bytes": 10},
+            "memoryBudget": {"events": 3, "bytes": 30},
+        },
+    }
+    batch = reader.read()
+    assert batch.entries == [] and reader.missed and batch.truncated == window.retention()
+    window.append(4, 10)
+    assert [e.sequence for e in window.since(0).entries] == [5]

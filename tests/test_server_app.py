@@ -267,6 +267,7 @@ def test_trace_replay_gap_and_cursors(live: Server) -> None:
             "droppedCount": latest - RETENTION,
             "firstAvailableSequence": latest - RETENTION + 1,
             "requestedAfterSequence": 0,
+            "droppedBySource": {"log": latest - RETENTION},
         }
     tail = live.get(f"/api/trace?after={latest - 1}").json()
     validator.validate(tail)

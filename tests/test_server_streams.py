@@ -66,6 +66,7 @@ def test_trace_stream_gap_is_one_frame_first(live: Server) -> None:
             "droppedCount": 3,
             "firstAvailableSequence": 4,
             "requestedAfterSequence": 0,
+            "droppedBySource": {"diagnostic": 3},
         }
         assert [f["entry"]["sequence"] for f in entries] == [4, 5, 6, 7]
     finally:

@@ -43,6 +43,7 @@ def test_gap_when_the_cursor_predates_history() -> None:
         "droppedCount": 7,
         "firstAvailableSequence": 8,
         "requestedAfterSequence": 0,
+        "droppedBySource": {"session": 7},
     }
     assert hub.replay(3)["gap"]["droppedCount"] == 4
     assert "gap" not in hub.replay(7)

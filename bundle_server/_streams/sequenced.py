@@ -9,9 +9,14 @@ Theory of operation (sans-IO: no sockets, no gevent):
 - Each record is encoded once, at publish: its JSON and its NDJSON frame. Every stream of
   every subscriber writes those same frame bytes, and replays are joined from the same JSON,
   so neither fan-out nor replay costs JSON work per reader.
-- History is one list shared by all readers. The newest `retention` records are visible; a
-  cursor older than that gets what is left plus a gap record telling how many it missed. The
-  list is trimmed in steps, so appending stays O(1) amortized.
+- History is one list shared by all readers, holding at most `retention` records. A hub may
+  split it into shares (`share_of`: the trace's sources): when it is full, the oldest record
+  of the share holding the most goes, so a flood from one source evicts its own records and
+  never a quiet source's of the same minutes (with one share, simply the oldest goes). An
+  evicted record leaves a hole (its slot emptied at once, the slots compacted in steps, so
+  appending stays O(1) amortized plus a binary search). A cursor before a hole gets what is
+  left plus a gap record telling how many it missed after the cursor, and how many of each
+  share (`DroppedRuns`).
 - A subscriber is a read position in that shared list, taken atomically with its replay, so
   live records follow the replay with no gap and no overlap. Its queue is the distance from its
   position to the newest record: bounded by `capacity` (by default the retention), and a
@@ -19,9 +24,10 @@ Theory of operation (sans-IO: no sockets, no gevent):
   for. Publishing is O(1) in the number of subscribers.
 - A reader whose writer is blocked (its client stopped reading) never comes back to `take`,
   so it cannot learn it was cut there; and the records it still has to write keep their bytes
-  alive after history moved on. So each trim of the history (every `slack` records, O(number of
-  subscribers) then) cuts the subscribers whose next record it dropped, and calls their
-  `on_cut` (the stream's way to fail its blocked write at once).
+  alive after history moved on. So each compaction of the history (every `slack` evictions,
+  O(number of subscribers) then) cuts the subscribers that lost a record after their position
+  (one was evicted above it), and calls their `on_cut` (the stream's way to fail its blocked
+  write at once).
 - `wake` is how subscribers hear of news: each distinct wake callable is called once per
   publish, outside the lock. The default is a `threading.Event` per subscriber; the HTTP shell
   passes one callable per server thread (a gevent async watcher's `send`, safe from any
@@ -30,9 +36,11 @@ Theory of operation (sans-IO: no sockets, no gevent):
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 import threading
+from collections import deque
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -66,6 +74,51 @@ def encode_frame(message: Any) -> bytes:
     """One NDJSON frame: compact JSON, UTF-8, newline-terminated."""
     text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return text.encode("utf-8") + b"\n"
+
+
+class DroppedRuns:
+    """The sequences one share lost, as runs of consecutive numbers, to count exactly how many
+    it lost after any cursor. At most `limit` runs are kept: past it the two oldest merge, and
+    a cursor inside a merged run counts the whole run (only after `limit` interleavings of
+    evicting shares, far older than any reader that is following)."""
+
+    __slots__ = ("counts", "ends", "limit", "starts", "total")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(2, limit)
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.counts: list[int] = []
+        self.total = 0
+
+    def add(self, sequence: int) -> None:
+        # A share evicts its own oldest first: the sequences arrive increasing.
+        if (
+            self.ends
+            and self.ends[-1] == sequence - 1
+            and self.counts[-1] == sequence - self.starts[-1]
+        ):
+            self.ends[-1] = sequence
+            self.counts[-1] += 1
+        else:
+            self.starts.append(sequence)
+            self.ends.append(sequence)
+            self.counts.append(1)
+        self.total += 1
+        if len(self.starts) > self.limit:
+            self.ends[0] = self.ends.pop(1)
+            self.counts[0] += self.counts.pop(1)
+            del self.starts[1]
+
+    def count_after(self, after: int) -> int:
+        """How many of this share's lost records are numbered after cursor `after`."""
+        index = bisect.bisect_right(self.ends, after)  # runs from here end after the cursor
+        count = sum(self.counts[index:])
+        if index < len(self.starts) and self.starts[index] <= after:
+            exact = self.counts[index] == self.ends[index] - self.starts[index] + 1
+            if exact:  # only part of this run is after the cursor
+                count -= after - self.starts[index] + 1
+        return count
 
 
 class SubscriberLagged(Exception):
@@ -122,6 +175,12 @@ class SequencedHub:
     frame_type = "record"
     frame_key = "record"
     keepalive_type = "keepalive"
+    # The gap's key for the per-share counts (None: the hub has one share and no such key).
+    gap_shares_key: str | None = None
+
+    def share_of(self, record: Record) -> str:
+        """The share a record counts toward (one for all by default)."""
+        return ""
 
     def __init__(self, retention: int, queue_capacity: int | None = None) -> None:
         self._retention = retention
@@ -132,10 +191,16 @@ class SequencedHub:
         # Records beyond the visible window are dropped in steps of this many.
         self._slack = max(64, retention // 8)
         self._lock = threading.Lock()
-        self._records: list[Record] = []
-        self._jsons: list[bytes] = []
-        self._frames: list[bytes] = []
-        self._offset = 1  # the sequence of _records[0]
+        # Aligned slots in sequence order; an evicted record's slots hold None until compacted.
+        self._sequences: list[int] = []
+        self._records: list[Record | None] = []
+        self._jsons: list[bytes | None] = []
+        self._frames: list[bytes | None] = []
+        self._holes = 0  # emptied slots not yet compacted
+        self._shares: dict[str, deque[int]] = {}  # share -> its kept sequences, oldest first
+        self._kept = 0
+        self._dropped: dict[str, DroppedRuns] = {}
+        self._max_evicted = 0  # a cursor below it has lost something after it
         self._latest = 0
         self._subscribers: set[Subscription] = set()
         self._wakes: dict[Wake, int] = {}
@@ -158,8 +223,9 @@ class SequencedHub:
     def subscriber_count(self) -> int:
         return len(self._subscribers)
 
-    def _first_visible(self) -> int:
-        return max(self._offset, self._latest - self._retention + 1)
+    def _index_after(self, cursor: int) -> int:
+        """The first slot numbered after `cursor`."""
+        return bisect.bisect_right(self._sequences, cursor)
 
     def _encode(self, record: Record) -> tuple[bytes, bytes]:
         # The record's JSON, and its frame {"type": ..., key: record} built around it.
@@ -177,27 +243,57 @@ class SequencedHub:
                 raise ServiceUnavailable(f"{self.name} closed")
             records = [build(self._latest + 1 + index) for index, build in enumerate(builds)]
             encoded = [self._encode(record) for record in records]
+            for index, record in enumerate(records):
+                sequence = self._latest + 1 + index
+                self._sequences.append(sequence)
+                self._shares.setdefault(self.share_of(record), deque()).append(sequence)
             self._records.extend(records)
             self._jsons.extend(data for data, _ in encoded)
             self._frames.extend(frame for _, frame in encoded)
             self._latest += len(records)
-            excess = len(self._records) - self._retention
+            self._kept += len(records)
+            while self._kept > self._retention:
+                self._evict()
             cuts: list[Wake] = []
-            if excess >= self._slack:
-                del self._records[:excess]
-                del self._jsons[:excess]
-                del self._frames[:excess]
-                self._offset += excess
+            if self._holes >= self._slack:
+                self._compact()
                 cuts = self._cut_behind()
             wakes = list(self._wakes)
         for call in (*cuts, *wakes):
             call()
         return records
 
+    def _evict(self) -> None:
+        # Under the lock: the oldest record of the largest share (of equals, the one whose
+        # oldest is oldest) leaves a hole.
+        share, kept = max(self._shares.items(), key=lambda item: (len(item[1]), -item[1][0]))
+        sequence = kept.popleft()
+        if not kept:
+            del self._shares[share]
+        index = bisect.bisect_left(self._sequences, sequence)
+        self._records[index] = self._jsons[index] = self._frames[index] = None
+        self._holes += 1
+        self._kept -= 1
+        self._max_evicted = max(self._max_evicted, sequence)
+        dropped = self._dropped.get(share)
+        if dropped is None:
+            dropped = self._dropped[share] = DroppedRuns(self._retention)
+        dropped.add(sequence)
+
+    def _compact(self) -> None:
+        # Under the lock: drop the emptied slots (O(history), every `slack` evictions).
+        keep = [i for i, record in enumerate(self._records) if record is not None]
+        self._sequences = [self._sequences[i] for i in keep]
+        self._records = [self._records[i] for i in keep]
+        self._jsons = [self._jsons[i] for i in keep]
+        self._frames = [self._frames[i] for i in keep]
+        self._holes = 0
+
     def _cut_behind(self) -> list[Wake]:
-        # Under the lock, right after a trim: the subscribers whose next record is gone.
+        # Under the lock, right after a compaction: the subscribers that lost a record after
+        # their position.
         cuts: list[Wake] = []
-        for subscription in [s for s in self._subscribers if s.position < self._offset - 1]:
+        for subscription in [s for s in self._subscribers if s.position < self._max_evicted]:
             subscription.lagged = True
             self._remove(subscription)
             if subscription.on_cut is not None:
@@ -213,7 +309,7 @@ class SequencedHub:
             if (
                 subscription.lagged
                 or behind > subscription.capacity
-                or (behind and position < self._first_visible() - 1)
+                or (behind and position < self._max_evicted)
             ):
                 subscription.lagged = True
                 self._remove(subscription)
@@ -223,8 +319,8 @@ class SequencedHub:
                     raise ServiceUnavailable(f"{self.name} closed")
                 return []
             subscription.position = latest
-            start = position + 1 - self._offset
-            return source[start:]
+            # Nothing after the position was evicted (else it was cut): no hole from here.
+            return source[self._index_after(position) :]
 
     def replay(self, after: int) -> Record:
         """The records after `after` under `items_key`, with `gap` when history was dropped."""
@@ -235,8 +331,7 @@ class SequencedHub:
         """`replay(after)` and the same replay as JSON, joined from the cached encodings."""
         with self._lock:
             replay = self._replay(after)
-            count = len(replay[self.items_key])
-            items = self._jsons[len(self._jsons) - count :] if count else []
+            items = [j for j in self._jsons[self._index_after(after) :] if j is not None]
         parts = [b'"%s":[%s]' % (self.items_key.encode(), b",".join(items))]
         if "gap" in replay:
             parts.append(b'"gap":' + encode_frame(replay["gap"])[:-1])
@@ -251,16 +346,30 @@ class SequencedHub:
                 f"cursor {after} is ahead of the latest sequence {self._latest}",
                 {"after": after, "latestSequence": self._latest},
             )
-        first = self._first_visible()
-        start = max(after + 1, first) - self._offset
-        replay: Record = {self.items_key: self._records[start:], "latestSequence": self._latest}
-        if after < first - 1:
+        start = self._index_after(after)
+        records = [r for r in self._records[start:] if r is not None]
+        replay: Record = {self.items_key: records, "latestSequence": self._latest}
+        if after < self._max_evicted:
+            by_share = {
+                share: count
+                for share, dropped in sorted(self._dropped.items())
+                if (count := dropped.count_after(after))
+            }
             replay["gap"] = {
                 "type": self.gap_type,
-                "droppedCount": first - 1 - after,
-                "firstAvailableSequence": first,
+                "droppedCount": sum(by_share.values()),
+                "firstAvailableSequence": next(
+                    (
+                        self._sequences[i]
+                        for i in range(start, len(self._records))
+                        if self._records[i] is not None
+                    ),
+                    self._latest + 1,
+                ),
                 "requestedAfterSequence": after,
             }
+            if self.gap_shares_key is not None:
+                replay["gap"][self.gap_shares_key] = by_share
         return replay
 
     def subscribe(self, after: int, wake: Wake | None = None) -> tuple[Record, Subscription]:
@@ -274,8 +383,7 @@ class SequencedHub:
         """`subscribe`, plus the replayed records' encoded frames, all in one critical section."""
         with self._lock:
             replay = self._replay(after)
-            count = len(replay[self.items_key])
-            frames = self._frames[len(self._frames) - count :] if count else []
+            frames = [f for f in self._frames[self._index_after(after) :] if f is not None]
             subscription = Subscription(self, self._latest, self._capacity, wake)
             self._subscribers.add(subscription)
             self._wakes[subscription.wake] = self._wakes.get(subscription.wake, 0) + 1

@@ -19,8 +19,15 @@ Theory of operation:
 - The envelope (`envelope()`) is the seed's: input, provenance (`context`: epoch, route,
   family, runtime, fixture), providers, the window's render events, the Agent Document,
   result, projections, diagnostics (what the run printed, a failure), timings, status,
-  outcome, and `retention` only once events were evicted. The newest `invocation-retention`
+  outcome, and `retention` only once something was dropped. The newest `invocation-retention`
   invocations are kept; older final ones are forgotten.
+- Memory: what a run keeps (its window's events, its Agent Document, its final reply's result
+  and provider values) is charged to the server's retention budget (`_budget.RetentionBudget`)
+  at the sizes the worker's reply lines were read at, and credited when evicted or forgotten.
+  Over budget, the oldest invocations give theirs up first (`retention.causes.memoryBudget`
+  says what went). A render event above the budget's per-event bound is refused: the worker
+  raises it in the route (the job carries the bound), and one that arrives anyway (route code
+  writing to the pipe) fails the run and ends its worker, never entering the window.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from bundle_contract._generated.errors import (
 )
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
+from bundle_server._budget import RetentionBudget
 from bundle_server._ids import new_id
 from bundle_server.invocations.inputs import check_input
 from bundle_server.invocations.runtime import Message, RouteWorker
@@ -65,6 +73,12 @@ def kept_invocations() -> int:
 @cache
 def host_kinds() -> frozenset[str]:
     return frozenset(row["kind"] for row in get_spec().rows("hosts", "host"))
+
+
+def invocation_wake(invocation: Invocation) -> None:
+    """Wake the invocation's streams (they learn of a drop)."""
+    with invocation.lock:
+        invocation._wake()
 
 
 def fixture_row(row: Any) -> bool:
@@ -141,6 +155,28 @@ class Invocation:
         self.worker: RouteWorker | None = None
         self.runtime = "shared"  # or "standalone": how its worker was chosen (dev.runtime.mode)
         self.at_start: dict[str, Any] = {}  # the envelope as it started (status running)
+        # Bytes charged to the retention budget besides the window's: the reply line that
+        # brought the held Agent Document, and the final reply (result, document, providers).
+        self.document_bytes = 0
+        self.final_bytes = 0
+        self.budget_dropped: list[str] = []  # envelope members the budget emptied
+
+    def held_bytes(self) -> int:
+        """What this run keeps, as charged to the retention budget (take the lock first)."""
+        return self.window.retained_bytes + self.document_bytes + self.final_bytes
+
+    def drop_for_budget(self) -> int:
+        """Give up the events, document, result and provider values (the retention budget
+        needs the bytes); the bytes released. Take the lock first."""
+        freed = self.held_bytes()
+        self.window.drop_all()
+        for name, empty in (("document", None), ("result", None), ("providers", {})):
+            if getattr(self, name) not in (None, {}):
+                setattr(self, name, empty)
+                if name not in self.budget_dropped:
+                    self.budget_dropped.append(name)
+        self.document_bytes = self.final_bytes = 0
+        return freed
 
     @property
     def final(self) -> bool:
@@ -192,6 +228,16 @@ class Invocation:
         if self.outcome is not None:
             envelope["outcome"] = self.outcome
         retention = self.window.retention()
+        if self.budget_dropped:
+            retention = retention or {
+                "producedEvents": self.window.produced_events,
+                "evictedEvents": 0,
+                "evictedBytes": 0,
+                "retainedBytes": self.window.retained_bytes,
+                "causes": {},
+            }
+            budget = retention["causes"].setdefault("memoryBudget", {"events": 0, "bytes": 0})
+            budget["values"] = list(self.budget_dropped)
         if retention is not None:
             envelope["retention"] = retention
         return envelope
@@ -230,8 +276,13 @@ class InvocationService:
         publish: Publish | None = None,
         config: Callable[[], Mapping[str, Any] | None] = lambda: None,
         project_events: Callable[[str, Any], object] | None = None,
+        budget: RetentionBudget | None = None,
     ) -> None:
         self._active_epoch = active_epoch
+        # The server's byte budget for what runs keep (shared with other services); the
+        # oldest invocations give theirs up first.
+        self._budget = budget or RetentionBudget()
+        self._budget.add_reclaimer(self._reclaim)
         # The project hub's publish: `route.invocation` events (the summary) at start and end.
         self._project_events = project_events
         # The adopted epoch's BundleConfig: where its fixtures module is (dev.contracts).
@@ -299,8 +350,26 @@ class InvocationService:
             if excess <= 0:
                 break
             if self._invocations[key].final:
-                del self._invocations[key]
+                forgotten = self._invocations.pop(key)
+                with forgotten.lock:
+                    self._budget.charge(-forgotten.held_bytes())
+                    forgotten.document_bytes = forgotten.final_bytes = 0
+                    forgotten.window.drop_all()
                 excess -= 1
+
+    def _reclaim(self) -> bool:
+        """The retention budget's reclaimer: the oldest invocation still holding something
+        gives it all up. False when none holds anything."""
+        with self._lock:
+            oldest_first = list(self._invocations.values())
+        for invocation in oldest_first:
+            with invocation.lock:
+                freed = invocation.drop_for_budget() if invocation.held_bytes() else 0
+            if freed:
+                self._budget.charge(-freed)
+                invocation_wake(invocation)
+                return True
+        return False
 
     def get(self, invocation_id: str) -> Invocation:
         with self._lock:
@@ -364,6 +433,7 @@ class InvocationService:
                 raise
         self._trace(invocation, f"invocation.{invocation.status}", status=invocation.status)
         self._announce(invocation)
+        self._budget.settle()  # the final reply was charged
 
     def _standalone(self, root: Path) -> RouteWorker:
         with self._lock:
@@ -398,6 +468,8 @@ class InvocationService:
             "event": {"family": invocation.route["event"], "payload": {}},
             "input": invocation.request.get("input"),
             "args": invocation.request.get("args"),
+            # The worker refuses a larger render event in the route, with a clear error.
+            "renderEventBytes": self._budget.event_bytes(),
         }
         if invocation.host:
             job["host"] = invocation.host
@@ -500,9 +572,13 @@ class InvocationService:
             if not isinstance(size, int):
                 size = len(json.dumps(message, separators=(",", ":"), ensure_ascii=False))
             kind = message.get("kind")
+            if size > self._budget.event_bytes():
+                self._refuse(invocation, size)
+                return
             with invocation.lock:
                 if invocation.final:
                     return
+                held = invocation.held_bytes()
                 event: dict[str, Any] = {
                     "sequence": invocation.window.next_sequence,
                     "at": utc_timestamp(),
@@ -513,10 +589,35 @@ class InvocationService:
                 }
                 if "document" in message:
                     invocation.document = message["document"]
+                    invocation.document_bytes = size
                 invocation.window.append(event, size, document="document" in message)
+                self._budget.charge(invocation.held_bytes() - held)
                 invocation._wake()
+            self._budget.settle()
         elif message.get("type") == "trace":
             self._trace(invocation, f"kernel.{message.get('kind', 'event')}", details=message)
+
+    def _refuse(self, invocation: Invocation, size: int) -> None:
+        """A render event above the per-event bound reached the server (the worker refuses
+        one in the route, so route code wrote it to the pipe): the run fails, its worker ends,
+        and the event is never kept."""
+        with invocation.lock:
+            if invocation.final:
+                return
+            self._finish(
+                invocation,
+                {
+                    "status": "failed",
+                    "error": {
+                        "name": "RenderEventTooLarge",
+                        "message": f"a render event of {size} bytes is above the limit of"
+                        f" {self._budget.event_bytes()} bytes (render-event-budget)",
+                    },
+                },
+            )
+            worker = invocation.worker
+        if worker is not None:
+            worker.cancel()
 
     def _trace(self, invocation: Invocation, kind: str, **extra: Any) -> None:
         details = extra.get("details")
@@ -546,6 +647,7 @@ class InvocationService:
     def _finish(self, invocation: Invocation, final: Mapping[str, Any]) -> None:
         # Under the invocation's lock: the one final state. The final reply comes from a
         # process that runs project code: nothing in it is trusted to have the right shape.
+        held = invocation.held_bytes()
         status = final.get("status")
         outcome = final.get("outcome")
         if status == "completed" and outcome not in OUTCOMES:
@@ -557,8 +659,12 @@ class InvocationService:
             invocation.outcome = outcome
         if final.get("document") is not None:
             invocation.document = final["document"]
+            invocation.document_bytes = 0  # the final reply's size covers it now
         if isinstance(final.get("providers"), dict):
             invocation.providers = dict(final["providers"])
+        size = final.get("_size")  # as read from the pipe; a final made here holds little
+        invocation.final_bytes = size if isinstance(size, int) else 0
+        self._budget.charge(invocation.held_bytes() - held)
         if invocation.host is None and final.get("host") in host_kinds():
             invocation.host = final["host"]
         if invocation.status == "failed":

@@ -24,9 +24,12 @@ Theory of operation (sans-IO: no sockets, no gevent, no JSON; the caller encodes
   Only the newest event and the document are protected, so the oldest unprotected event is
   the first kept one, or the second when the first is the document: then it is evicted from
   behind the document (pop, pop, push back: still O(1)).
+- `drop_all()` empties the window for the server's retention budget (bundle_server._budget),
+  the protected events too: the events are gone as if evicted, counted apart.
 - `retention()` is the envelope's `retention` (schema RenderRetention): exact counts of the
-  events produced and evicted and of the bytes evicted and retained, or None while nothing was
-  evicted (the envelope carries it only then). `truncated` is False until the first eviction and
+  events produced and evicted and of the bytes evicted and retained, and per cause (the window's
+  own bounds, the server's budget), or None while nothing was evicted (the envelope carries it
+  only then). `truncated` is False until the first eviction and
   True from then on: it flips exactly once.
 - Readers: `since(after)` returns the kept events numbered after a cursor, oldest first, and
   whether an event numbered after the cursor was evicted (the reader has a hole it cannot fill).
@@ -45,7 +48,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from typing import Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from bundle_contract._spec import get_spec
 
@@ -53,7 +56,7 @@ E = TypeVar("E")
 
 # The RenderRetention record (spec/schemas/RenderRetention.json): plain data for the envelope
 # and the `truncated` frame, so it can be validated and encoded as is.
-Retention = dict[str, int]
+Retention = dict[str, Any]
 
 
 class WindowEntry(NamedTuple, Generic[E]):
@@ -99,6 +102,8 @@ class RenderWindow(Generic[E]):
     """
 
     __slots__ = (
+        "_budget_bytes",
+        "_budget_events",
         "_bytes",
         "_document",
         "_evicted_bytes",
@@ -125,6 +130,9 @@ class RenderWindow(Generic[E]):
         self._document = 0  # sequence of the newest document-bearing event, 0 for none
         self._evicted_events = 0
         self._evicted_bytes = 0
+        # Of those, what drop_all() took for the server's budget.
+        self._budget_events = 0
+        self._budget_bytes = 0
         # The highest sequence ever evicted: a reader at cursor c missed something exactly when
         # this is above c. Not simply the last victim's: the old protected document, once a
         # newer one replaces it, is evicted after newer events were.
@@ -176,6 +184,21 @@ class RenderWindow(Generic[E]):
         if victim.sequence > self._last_evicted:
             self._last_evicted = victim.sequence
 
+    def drop_all(self) -> int:
+        """Evict every kept event, protected ones too (the server's retention budget needs
+        the bytes); returns the bytes released."""
+        freed = self._bytes
+        if not self._kept:
+            return 0
+        self._budget_events += len(self._kept)
+        self._budget_bytes += freed
+        self._evicted_events += len(self._kept)
+        self._evicted_bytes += freed
+        self._last_evicted = max(self._last_evicted, self._kept[-1].sequence)
+        self._kept.clear()
+        self._bytes = 0
+        return freed
+
     # --- reading ---
 
     def __len__(self) -> int:
@@ -223,11 +246,21 @@ class RenderWindow(Generic[E]):
         """The envelope's `retention` (RenderRetention), or None while nothing was evicted."""
         if not self._evicted_events:
             return None
+        causes: dict[str, dict[str, int]] = {}
+        window_events = self._evicted_events - self._budget_events
+        if window_events:
+            causes["renderWindow"] = {
+                "events": window_events,
+                "bytes": self._evicted_bytes - self._budget_bytes,
+            }
+        if self._budget_events:
+            causes["memoryBudget"] = {"events": self._budget_events, "bytes": self._budget_bytes}
         return {
             "producedEvents": self._sequence,
             "evictedEvents": self._evicted_events,
             "evictedBytes": self._evicted_bytes,
             "retainedBytes": self._bytes,
+            "causes": causes,
         }
 
     def since(self, after: int) -> Since[E]:

@@ -3,7 +3,9 @@
 `publish` builds a TraceEntry and validates it against the schema inside the numbering step
 (`SequencedHub._append`), so a refused entry takes no number and the sequence never skips.
 Details are bounded (`trace-details-bytes`): larger ones are replaced by a note, never cut
-mid-value. Replay, gaps (`trace.gap`) and subscribers are `SequencedHub`'s.
+mid-value. Replay, gaps (`trace.gap`) and subscribers are `SequencedHub`'s; each source is a
+share of the retention, so a flood from one source evicts its own entries and the gap counts
+what was dropped per source (`droppedBySource`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ class TraceHub(SequencedHub):
     frame_type = "trace.entry"
     frame_key = "entry"
     keepalive_type = "trace.keepalive"
+    # One share per source: a flood from one source evicts its own entries first (TRACE-101).
+    gap_shares_key = "droppedBySource"
+
+    def share_of(self, record: Entry) -> str:
+        source: str = record["source"]
+        return source
 
     def __init__(self, retention: int | None = None, queue_capacity: int | None = None) -> None:
         spec = get_spec()

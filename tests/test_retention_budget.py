@@ -1,0 +1,127 @@
+"""The server's retention budget (spec/limits.toml retained-bytes-budget, render-event-budget;
+requirement INV-101): what kept invocations hold stays within it, the oldest give theirs up
+first and say so, and an event too large for it fails its run, not the server.
+
+Equivalence with the issue's attack (200 runs each rendering a 60 MB event against the default
+256 MiB budget: 12 GB kept before the budget): here the server runs with a budget of 16 MiB
+(the `retention_budget` seam) and 120 runs render 3.5 MiB each, the same event-to-budget
+ratio (60 MB / 256 MiB ~ 3.5 MiB / 16 MiB ~ 0.22), 420 MiB in all, 26 times the budget. Without
+the budget every run keeps its newest event and the RSS grows by the whole 420 MiB; with it,
+the growth stays within the budget plus a constant (allocator slack, the reply buffers of the
+one run in flight).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _session_client import Client
+
+from bundle_contract._schemas import reference_validator
+
+TESTS = Path(__file__).parent
+MIB = 1 << 20
+BUDGET = 16 * MIB
+EVENT = 7 * MIB // 2
+RUNS = 120
+SLACK = 48 * MIB  # allocator slack and the buffers of the run in flight
+
+
+class BudgetServer:
+    def __init__(self, root: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(TESTS / "_budget_server.py"), str(root), str(BUDGET)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=TESTS,
+        )
+        assert self.process.stdout is not None
+        port, token = self.process.stdout.readline().split()
+        self.client = Client(int(port), token)
+
+    def rss(self) -> int:
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        line = next(line for line in status.splitlines() if line.startswith("VmRSS:"))
+        return int(line.split()[1]) * 1024
+
+    def invoke(self, route: str, size: int) -> dict[str, Any]:
+        reply = self.client.request(
+            "POST",
+            "/api/routes/invocations",
+            {"routeId": route, "input": {"size": size}},
+            timeout=60,
+        )
+        assert reply.status == 200, reply
+        invocation: dict[str, Any] = reply.json()["invocation"]
+        return invocation
+
+    def get(self, invocation_id: str) -> dict[str, Any]:
+        reply = self.client.request("GET", f"/api/routes/invocations/{invocation_id}")
+        assert reply.status == 200, reply
+        invocation: dict[str, Any] = reply.json()["invocation"]
+        reference_validator("RouteInvocation.json").validate(invocation)
+        return invocation
+
+    def stop(self) -> None:
+        self.process.communicate(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BudgetServer]:
+    server = BudgetServer(tmp_path_factory.mktemp("budget"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_kept_invocations_stay_within_the_budget_oldest_dropped_first(
+    server: BudgetServer,
+) -> None:
+    server.invoke("renders", EVENT)  # warm: the worker, the reply buffers
+    baseline = server.rss()
+    ids = [server.invoke("renders", EVENT)["id"] for _ in range(RUNS)]
+    grown = server.rss() - baseline
+    print(f"RSS grew {grown / MIB:.1f} MiB over {RUNS} runs of {EVENT / MIB} MiB")
+    assert grown < BUDGET + SLACK, f"RSS grew {grown / MIB:.0f} MiB over {RUNS} runs"
+    newest, oldest = server.get(ids[-1]), server.get(ids[0])
+    # The newest run is whole; the oldest gave its event and result up, and says so.
+    assert newest["status"] == "completed" and "retention" not in newest
+    assert [e["kind"] for e in newest["renderEvents"]] == ["big"]
+    assert EVENT < newest["renderEvents"][0]["bytes"] < EVENT + 200  # as encoded
+    assert oldest["status"] == "completed" and oldest["renderEvents"] == []
+    assert oldest["result"] is None
+    assert oldest["retention"]["causes"] == {
+        "memoryBudget": {
+            "events": 1,
+            "bytes": newest["renderEvents"][0]["bytes"],
+            "values": ["result"],
+        }
+    }
+
+
+def test_documents_and_results_count_toward_the_budget(server: BudgetServer) -> None:
+    ids = [server.invoke("documents", EVENT // 2)["id"] for _ in range(12)]
+    newest, oldest = server.get(ids[-1]), server.get(ids[0])
+    assert newest["document"] == {"blob": "d" * (EVENT // 2)}
+    assert oldest["document"] is None and oldest["result"] is None
+    assert oldest["retention"]["causes"]["memoryBudget"]["values"] == ["document", "result"]
+
+
+def test_an_event_above_the_per_event_bound_fails_its_run_clearly(server: BudgetServer) -> None:
+    # A quarter of the budget is the largest event (render-event-budget scaled to it).
+    failed = server.invoke("renders", BUDGET // 4)
+    assert failed["status"] == "failed" and failed["renderEvents"] == []
+    message = " ".join(d["message"] for d in failed["diagnostics"] if d["severity"] == "error")
+    assert "RenderEventTooLarge" in message and f"{BUDGET // 4} bytes" in message
+    assert "exited" not in message
+    # The worker lives on: the next run completes.
+    assert server.invoke("renders", 10)["status"] == "completed"
+    assert json.loads(json.dumps(failed))["id"] == server.get(failed["id"])["id"]
