@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import re
+import secrets
 import signal
 import threading
 import time
@@ -22,7 +23,7 @@ from bundle_contract._spec import get_spec
 
 PR_SET_CHILD_SUBREAPER = 36
 OWNER_DIRECTORY = re.compile(r"^bundle-owner-(\d+)-(\d+)$")
-RECORD = re.compile(r"^(\d+)-(\d+)\.(\d+)\.json$")
+RECORD = re.compile(r"^(\d+)-(\d+)-[0-9a-f]+\.(\d+)\.json$")
 MECHANISMS = ("cgroup", "subreaper")
 
 
@@ -62,9 +63,12 @@ class Unit:
     def __init__(self, owner: ProcessOwner, name: str, number: int) -> None:
         self.owner = owner
         self.name = name
-        self.marker = f"{marker_variable()}={owner.identity}.{number}"
+        self.marker = f"{marker_variable()}={owner.identity}-{owner.token}.{number}"
         self.since = _procfs.start_time(os.getpid())
         self._tracked: set[int] = set()
+        # Members seen when the unit was killed: once dead, the orphans among them are ours to
+        # reap, and a killed unit no longer lists them.
+        self._seen: dict[int, _procfs.Stat] = {}
         self._ended = False
         self._lock = threading.Lock()
         self.directory: Path | None = None
@@ -117,9 +121,14 @@ class Unit:
     def kill(self) -> None:
         """SIGKILL everything in the unit now, from any thread; `end()` waits and cleans up."""
         if self.directory is not None:
+            # Frozen first, so that the list of who is killed is complete (nothing forks).
+            _cgroup.freeze(self.directory, time.monotonic() + end_time())
+            found = _members(_cgroup.pids(self.directory))
             _cgroup.kill(self.directory)
         else:
-            _marked.kill_members(self.marker.encode(), self.since, self._tracked)
+            found = _marked.kill_members(self.marker.encode(), self.since, self._tracked)
+        with self._lock:
+            self._seen.update((member.pid, member) for member in found)
 
     def end_others(self, keep: int) -> None:
         """End every process of the unit but `keep` (its leader, which lives on)."""
@@ -165,6 +174,9 @@ class Unit:
                 )
                 if self.owner.sole:
                     done = _marked.end_orphans(self.owner.started(), deadline) and done
+                # Those killed before (`kill`): no marker left to find them by once dead.
+                done = _settle(lambda: not any(self._living()), deadline) and done
+                self._reap([])
                 self.owner.remove_record(self._record)
             else:
                 _cgroup.freeze(self.directory, deadline)
@@ -179,9 +191,16 @@ class Unit:
         if not done:
             raise UnitNotEnded(f"processes of unit {self.name} outlived their end")
 
+    def _living(self) -> list[int]:
+        with self._lock:
+            seen = list(self._seen.values())
+        return [m.pid for m in seen if _procfs.alive(m.pid, m.start)]
+
     def _reap(self, members: list[_procfs.Stat]) -> None:
         # Orphans of the unit adopted by us (a subreaper): ours to reap, but never a process
         # the caller started and waits for itself.
+        with self._lock:
+            members = [*members, *self._seen.values()]
         for member in members:
             if member.pid not in self._tracked:
                 _procfs.reap(member.pid, member.start)
@@ -226,6 +245,8 @@ class ProcessOwner:
         if chosen not in (None, *MECHANISMS):
             raise ValueError(f"{mechanism_variable()} must be one of {MECHANISMS}, not {chosen!r}")
         self.identity = f"{os.getpid()}-{_procfs.start_time(os.getpid())}"
+        # Two owners in one process (a test's) must not share markers.
+        self.token = secrets.token_hex(4)
         self.sole = sole
         self.root: Path | None = None
         self.records: set[Path] = set()
@@ -298,7 +319,7 @@ class ProcessOwner:
             self.records.discard(directory)
 
     def record_name(self, number: int) -> str:
-        return f"{self.identity}.{number}.json"
+        return f"{self.identity}-{self.token}.{number}.json"
 
     def remove_record(self, name: str) -> None:
         for directory in list(self.records):
