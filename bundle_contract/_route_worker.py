@@ -47,11 +47,15 @@ import importlib.util
 import json
 import os
 import resource
+import select
 import sys
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, TextIO
+
+# How often an idle worker reaps its children (see `requests`).
+REAP_SECONDS = 0.02
 
 
 class RouteContext:
@@ -334,6 +338,32 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def requests(fd: int) -> Iterator[bytes]:
+    """The request lines on `fd`. While it waits for one (no route code runs), the worker
+    reaps its zombie children: when a run ends, the server kills what the route started
+    (its process unit, but the worker), and a direct child of the worker that the route never
+    waited for would otherwise stay a zombie for as long as the worker lives."""
+    pending = b""
+    while True:
+        while b"\n" not in pending:
+            ready, _, _ = select.select([fd], [], [], REAP_SECONDS)
+            if not ready:
+                reap_children()
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            pending += chunk
+        line, _, pending = pending.partition(b"\n")
+        yield line
+
+
+def reap_children() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] != 0:
+            pass
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bundle_contract._route_worker")
     parser.add_argument("root")
@@ -347,9 +377,8 @@ def main(argv: list[str] | None = None) -> None:
         # deadlock. Past it, an allocation raises MemoryError in the route: a failed run.
         resource.setrlimit(resource.RLIMIT_AS, (args.memory, args.memory))
     sys.path.insert(0, os.path.join(args.root, "src"))
-    requests = os.fdopen(args.requests, "r", encoding="utf-8")
     replies = Replies(os.fdopen(args.replies, "w", encoding="utf-8"))
-    for line in requests:
+    for line in requests(args.requests):
         job = json.loads(line)
         if job.get("op") == "warm":
             final = warm(job)

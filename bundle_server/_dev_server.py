@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from bundle_contract._build._layout import layout
+from bundle_contract._owner import process_owner
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import validate
@@ -164,6 +166,8 @@ class DevServer:
         # The agent endpoint's token is its own.
         self.agent_token = new_token()
         self._lock_file: ServerLock | None = None
+        # Where the units this server starts are recorded for the fallback (bundle_contract._owner).
+        self._process_records: Path | None = None
         # Whether `open` reached a browser; None when it was not asked for.
         self.browser_opened: bool | None = None
         self.session_token = new_token()
@@ -194,6 +198,13 @@ class DevServer:
 
     def _start(self, header_timeout: float | None, opener: Callable[[str], object]) -> None:
         self._lock_file = ServerLock.acquire(self.project_root)
+        # Before anything is started: what a killed server left running (route workers, build
+        # children, MCP servers and whatever they started) ends now.
+        state = layout().state_dir(self.project_root, self.environ)
+        self._process_records = state / layout().process_records
+        owner = process_owner()
+        owner.keep_records(self._process_records)
+        owner.sweep_leftovers(self._process_records)
         self._bridge = LogBridge(self.logs, trace=self.hub).attach()
         self.shell = LoopbackShell(HOST, self.options["port"], header_timeout=header_timeout)
         self.port = self.shell.port
@@ -278,6 +289,8 @@ class DevServer:
                     self._bridge.detach()
                 if self._froze_heap:
                     thaw_heap()
+                if self._process_records is not None:
+                    process_owner().drop_records(self._process_records)
                 # Last: until everything above is stopped, the project is still ours.
                 if self._lock_file is not None:
                     self._lock_file.close()

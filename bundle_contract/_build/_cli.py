@@ -6,6 +6,10 @@ Exit status 0 when the artifact was written, 1 when the build failed (one line p
 `error BX4703 hooks/guard.py:3: ...`), 2 for a usage error. `--json` prints the BuildResult
 instead. Without --out the artifact goes to PROJECT/.bundle/artifact. Source digests are
 cached in the project's state directory, so a rebuild reads only what changed.
+
+The build runs in a child process in a process unit of its own (`_owned.py`): it returns as
+soon as the build ends, whatever the project's config started is ended with it, and a config
+that ends the process, or a build that wrote no artifact, is one line on stderr and status 1.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import os
 import sys
 from pathlib import Path
 
-from bundle_contract._build._builder import build_project
+from bundle_contract._build._builder import BuildResult, build_project
 from bundle_contract._build._layout import layout
+from bundle_contract._build._owned import build_in_unit
 from bundle_contract._build._sources import DigestCache
 
 
@@ -38,13 +43,22 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else project / spec_layout.default_out
     state = spec_layout.state_dir(project.resolve(), os.environ)
     cache_path = state / spec_layout.digest_cache
-    cache = DigestCache.load(cache_path)
-    result = build_project(project, out.absolute(), cache=cache, previous=out.absolute())
-    try:
-        state.mkdir(parents=True, exist_ok=True)
-        cache.save(cache_path)
-    except OSError:
-        pass  # a read-only state root costs the next build its cache, nothing more
+
+    def build() -> BuildResult:
+        cache = DigestCache.load(cache_path)
+        result = build_project(project, out.absolute(), cache=cache, previous=out.absolute())
+        try:
+            state.mkdir(parents=True, exist_ok=True)
+            cache.save(cache_path)
+        except OSError:
+            pass  # a read-only state root costs the next build its cache, nothing more
+        return result
+
+    outcome = build_in_unit(build, state / spec_layout.process_records)
+    if outcome.result is None:
+        print(f"bundle-build: {outcome.failure}", file=sys.stderr)
+        return 1
+    result = outcome.result
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     elif result.ok:

@@ -38,6 +38,7 @@ class Layout:
     epoch_digest_chars: int
     digest_cache: str  # inside the state directory
     session_ledger: str  # inside the state directory: one record per spawned host session
+    process_records: str  # inside the state directory: one record per process unit (fallback)
     state_variable: str
 
     def plugin_dir(self, host: str) -> str:
@@ -103,5 +104,6 @@ def layout() -> Layout:
         epoch_digest_chars=state["epoch_digest_chars"],
         digest_cache=state["digest_cache"],
         session_ledger=state["session_ledger"],
+        process_records=state["process_records"],
         state_variable=spec.variable("state-root"),
     )

@@ -16,6 +16,10 @@ child writes its replies to a private copy of the reply pipe and points its own 
 stderr first, so whatever project code prints cannot corrupt the protocol; stderr is the
 server's to log. A child that dies or outlives the build-time limit is answered for by the
 parent with a failed result.
+
+Each child joins a process unit of its own (`bundle_contract._owner`) before any project code
+runs, and the parent ends that unit once the child has ended: whatever the config forked (a
+daemon, a `setsid` grandchild that ignores SIGTERM) ends with its build, not with the worker.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any
 from bundle_contract._build._builder import STAGING_PREFIX, BuildResult, build_project
 from bundle_contract._build._sources import DigestCache
 from bundle_contract._generated.errors import BuildFailed
+from bundle_contract._owner import process_owner
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 
@@ -77,10 +82,13 @@ def _serve(
     previous: str | None,
     limit_seconds: float,
 ) -> None:
+    # The worker starts nothing but build children: any other child is an orphan of a build.
+    unit = process_owner(sole=True).start_unit(f"build-{request_id}")
     read_fd, write_fd = os.pipe()
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:  # the child: build once, reply, and leave without running any cleanup
+        unit.join()
         os.close(read_fd)
         # The server's pipe is the parent's to write: project code must not forge replies.
         os.close(replies.fileno())
@@ -93,6 +101,7 @@ def _serve(
         finally:
             os._exit(status)
     os.close(write_fd)
+    unit.track(pid)
     finished = False
     pending = b""
     deadline = started + limit_seconds
@@ -117,6 +126,7 @@ def _serve(
                 # Done: a process the project's code forked may hold the pipe open for good.
                 break
     _, status = os.waitpid(pid, 0)
+    unit.end()  # what the build started ends with it
     if not finished:
         why = (
             f"the build ran longer than {limit_seconds:g} s and was stopped"

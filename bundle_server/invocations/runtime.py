@@ -3,7 +3,8 @@
 Theory of operation:
 
 - User code never runs in the server. A `RouteWorker` is one `bundle_contract._route_worker`
-  process for one artifact epoch, in a session (and process group) of its own, with the
+  process for one artifact epoch, in a session of its own and a process unit of its own
+  (`bundle_contract._owner`: every descendant, even one that calls `setsid`), with the
   address-space bound `route-worker-memory`. Jobs go down one pipe and replies come back on
   another (see the worker's docstring); its stdout and stderr are the runs' diagnostics.
 - `run(job, on_message)` sends a job and returns its final reply, calling `on_message` with
@@ -12,10 +13,12 @@ Theory of operation:
 - One reader thread per worker turns reply lines into a queue; `run` waits on the queue with
   the run's deadline (`route-render-time`, the seed's MAX_ROUTE_RENDER_ELAPSED_MS). Whatever
   ends a run early ends the worker: a deadline passed, `cancel()` (from any thread), the
-  process dying (a crash, `sys.exit`, `os._exit`). The process group is killed, so nothing the
+  process dying (a crash, `sys.exit`, `os._exit`). The whole unit is killed, so nothing the
   route started survives, and the run's final reply is made here (`failed` with a diagnostic,
   or `cancelled`). A worker that ended is not reused: `alive` says so, and the caller starts
-  another (`shared` keeps one warm worker per epoch, `standalone` one per run).
+  another (`shared` keeps one warm worker per epoch, `standalone` one per run). A run that
+  completes ends the rest of the unit too: what the route started does not outlive its run,
+  while the warm worker lives on.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from bundle_contract._owner import process_owner
 from bundle_contract._route_worker import OUTPUT_END
 from bundle_contract._spec import get_spec
 
@@ -75,23 +79,27 @@ class RouteWorker:
         self.runtime = runtime
         requests_read, requests_write = os.pipe()
         replies_read, replies_write = os.pipe()
+        self._unit = process_owner().start_unit("route-worker")
         try:
             self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-P",
-                    "-m",
-                    "bundle_contract._route_worker",
-                    str(root),
-                    "--requests",
-                    str(requests_read),
-                    "--replies",
-                    str(replies_write),
-                    "--runtime",
-                    runtime,
-                    "--memory",
-                    str(memory if memory is not None else worker_memory()),
-                ],
+                self._unit.command(
+                    [
+                        sys.executable,
+                        "-P",
+                        "-m",
+                        "bundle_contract._route_worker",
+                        str(root),
+                        "--requests",
+                        str(requests_read),
+                        "--replies",
+                        str(replies_write),
+                        "--runtime",
+                        runtime,
+                        "--memory",
+                        str(memory if memory is not None else worker_memory()),
+                    ]
+                ),
+                env=self._unit.environment(),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -99,9 +107,13 @@ class RouteWorker:
                 start_new_session=True,
                 cwd=root,
             )
+        except BaseException:
+            self._unit.end()
+            raise
         finally:
             os.close(requests_read)
             os.close(replies_write)
+        self._unit.track(self.process.pid)
         self._requests = os.fdopen(requests_write, "w", encoding="utf-8")
         self._replies: queue.Queue[Message] = queue.Queue()
         self._output: deque[str] = deque(maxlen=OUTPUT_LINES)
@@ -204,6 +216,8 @@ class RouteWorker:
                         lambda: job["id"] in self._output_ends, timeout=OUTPUT_WAIT_SECONDS
                     )
                     self._output_ends.discard(job["id"])
+                # The run is over: what it started ends with it (the worker stays warm).
+                self._unit.end_others(self.process.pid)
                 return message
             on_message(message)
 
@@ -212,6 +226,7 @@ class RouteWorker:
         reason = self._ending
         self._end(reason or "died")
         self.process.wait()
+        self._unit.end()
         if reason == "cancelled":
             return {"id": job["id"], "type": "final", "status": "cancelled"}
         return {
@@ -232,13 +247,15 @@ class RouteWorker:
                 self._ending = reason
         with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
             os.killpg(self.process.pid, signal.SIGKILL)
+        self._unit.kill()  # and whatever left the group: the unit holds every descendant
 
     def close(self) -> None:
-        """End the worker (its group) and reap it."""
+        """End the worker (its whole unit) and reap it."""
         self._end(self._ending or "closed")
         with contextlib.suppress(OSError):
             self._requests.close()
         self.process.wait()
+        self._unit.end()
         if self.process.stdout is not None:
             self._output_done.wait(5)
             self.process.stdout.close()

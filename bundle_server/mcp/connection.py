@@ -13,6 +13,10 @@ Theory of operation (all of it runs on the bridge's asyncio loop):
 - A server that cannot start, does not answer `initialize`, or whose process ends is reported
   as `McpDown` with its last lines of stderr; the connection is then `closed`, and the service
   opens a fresh one for the next operation.
+- A stdio server runs in a process unit of its own (`bundle_contract._owner`): the SDK starts
+  the process, so the command is the unit's wrapper around the launch's, and the unit is
+  ended once the SDK's own shutdown is done. Whatever the server started, even in a session of
+  its own, ends with the session (closed, a new epoch, the server's close).
 - The server's stderr goes to the `bundle_server.mcp` logger (the raw logs), a line at a time,
   from a thread reading a pipe: the SDK needs a real file for a child's stderr.
 """
@@ -40,6 +44,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import TypeAdapter
 
+from bundle_contract._owner import process_owner
 from bundle_server.mcp.launches import Launch
 from bundle_server.mcp.wire import SENDING, Exchange, TapRead, TapWrite, Wire
 
@@ -139,10 +144,15 @@ class McpConnection:
                 if self.launch.transport == "stdio":
                     self._stderr = StderrPipe(self.launch.server)
                     stack.callback(self._stderr.close)
+                    # Entered before the transport, so left after it: the SDK has stopped
+                    # its process by then, and the unit ends what is left (off this loop).
+                    unit = process_owner().start_unit("mcp-server")
+                    stack.push_async_callback(asyncio.to_thread, unit.end)
+                    command = unit.command([self._start.command, *self._start.args])
                     params = StdioServerParameters(
-                        command=self._start.command,
-                        args=list(self._start.args),
-                        env=dict(self._start.env) or None,
+                        command=command[0],
+                        args=command[1:],
+                        env=unit.environment(dict(self._start.env)),
                         cwd=self._cwd,
                     )
                     read, write = await stack.enter_async_context(

@@ -7,6 +7,10 @@ complaints) is forwarded line by line to the `bundle_server.build` logger, so it
 raw logs. A worker that died is started again for the next build; `close()` stops the worker
 (and a build in progress with it) at any moment, even while it is still starting.
 
+The worker runs in a process unit of its own (`bundle_contract._owner`), and each build's
+child in a unit inside it (see the worker): whatever the project's config forks ends with its
+build, and stopping the worker ends its whole unit, `setsid` descendants included.
+
 The worker runs `python -P -m ...`: without -P, `-m` would put the project (its working
 directory) first on sys.path, and a project module named like a standard one (`select.py`,
 `json.py`) would be imported by the worker itself.
@@ -28,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from bundle_contract._owner import Unit, process_owner
 from bundle_contract._spec import get_spec
 
 log = logging.getLogger("bundle_server.build")
@@ -60,6 +65,7 @@ class BuildWorker:
         ]
         self._cwd = project_root
         self._process: subprocess.Popen[bytes] | None = None
+        self._units: dict[int, Unit] = {}  # the unit of each worker process, by pid
         self._pending = b""  # what the worker wrote after the last whole line
         self._next_id = 0
         self._build_lock = threading.Lock()  # one build at a time
@@ -74,10 +80,12 @@ class BuildWorker:
                 raise WorkerFailed("the build worker is closed")
             if self._process is not None and self._process.poll() is None:
                 return self._process
-            _release(self._process)
+            self._release(self._process)
+            unit = process_owner().start_unit("build-worker")
             try:
                 process = subprocess.Popen(
-                    self._argv,
+                    unit.command(self._argv),
+                    env=unit.environment(),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
@@ -86,7 +94,10 @@ class BuildWorker:
                     start_new_session=True,  # a terminal's ^C goes to the server, which stops us
                 )
             except OSError as error:
+                unit.end()
                 raise WorkerFailed(f"cannot start the build worker: {error}") from error
+            unit.track(process.pid)
+            self._units[process.pid] = unit
             # Known before it is ready, so that close() can stop it while it imports.
             self._process = process
             self._pending = b""
@@ -147,7 +158,7 @@ class BuildWorker:
         # them under a reader could hand its fd number to an unrelated file.
         if self._build_lock.acquire(blocking=False):
             try:
-                _release(process)
+                self._release(process)
             finally:
                 self._build_lock.release()
 
@@ -178,18 +189,26 @@ class BuildWorker:
             with contextlib.suppress(OSError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+        self._end_unit(process)
         if release:
-            _release(process)
+            self._release(process)
 
+    def _end_unit(self, process: subprocess.Popen[bytes]) -> None:
+        # The worker is reaped: now everything else in its unit ends (a build's leftovers).
+        unit = self._units.pop(process.pid, None)
+        if unit is not None:
+            unit.end()
 
-def _release(process: subprocess.Popen[bytes] | None) -> None:
-    # The pipes of a worker that is gone: an old one replaced, or one just stopped.
-    if process is None:
-        return
-    for stream in (process.stdin, process.stdout):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
+    def _release(self, process: subprocess.Popen[bytes] | None) -> None:
+        # The pipes of a worker that is gone: an old one replaced, or one just stopped.
+        if process is None:
+            return
+        if process.poll() is not None:
+            self._end_unit(process)
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
 
 
 def _forward(stream: IO[bytes]) -> None:

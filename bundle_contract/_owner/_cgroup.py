@@ -1,0 +1,139 @@
+"""Units as cgroup v2 directories: the kernel keeps every descendant of a unit's processes in
+the unit, whatever it does (`setsid`, double forks, a new environment), and `cgroup.kill`
+kills them all at once, forks in flight included.
+
+- `hierarchy()` finds where this process's own cgroup v2 directory is: the cgroup2 mount from
+  /proc/self/mountinfo, our path in it from the `0::` line of /proc/self/cgroup (a hybrid
+  machine mounts v2 beside the v1 controllers, often at /sys/fs/cgroup/unified).
+- A unit is a plain child directory: no controller is ever enabled in a `cgroup.subtree_control`
+  of ours, so the "no internal processes" rule never applies and a unit may hold processes and
+  child units at once (the build worker keeps one child unit per build).
+- A process joins a unit by writing "0" (itself) to the unit's `cgroup.procs` before any user
+  code runs: `wrap(argv)` runs `/bin/sh -c 'echo 0 > PROCS && exec "$@"'`, so the real program
+  starts inside (and an `echo` that fails stops the start, loudly, instead of running outside).
+- Ending a unit freezes it first: its member list is then complete and still (nothing forks),
+  which is what tells the owner which of the zombies it adopted as a subreaper are the unit's to
+  reap. Then `cgroup.kill`, a wait until `cgroup.events` says it is empty, the reaping, and
+  `rmdir` of the directory and its children, deepest first. A zombie is no longer in a cgroup,
+  so an unreaped leader (the caller's to reap) does not keep the directory busy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+POLL_SECONDS = 0.002
+# Runs in the spawned process: joins the unit whose cgroup.procs is $0, then becomes the program.
+JOIN_SCRIPT = 'echo 0 > "$0" && exec "$@"'
+
+
+def _unescape(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \NNN (octal).
+    out, index = [], 0
+    while index < len(field):
+        if field[index] == "\\" and field[index + 1 : index + 4].isdigit():
+            out.append(chr(int(field[index + 1 : index + 4], 8)))
+            index += 4
+        else:
+            out.append(field[index])
+            index += 1
+    return "".join(out)
+
+
+def hierarchy() -> Path | None:
+    """This process's own cgroup v2 directory, or None without a (visible) cgroup2 mount."""
+    mount: str | None = None
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+            for line in handle:
+                before, _, after = line.partition(" - ")
+                if after.split(" ", 1)[0] == "cgroup2":
+                    mount = _unescape(before.split(" ")[4])
+                    break
+        with open("/proc/self/cgroup", encoding="utf-8") as handle:
+            own = next((line[3:].strip() for line in handle if line.startswith("0::")), None)
+    except (OSError, IndexError):
+        return None
+    if mount is None or own is None:
+        return None
+    path = Path(mount) / own.lstrip("/")
+    return path if path.is_dir() else None
+
+
+def usable(directory: Path) -> bool:
+    """Whether units can be made and ended below `directory` (a unit of ours, just made)."""
+    return all((directory / name).exists() for name in ("cgroup.kill", "cgroup.freeze"))
+
+
+def wrap(directory: Path, argv: Sequence[str]) -> list[str]:
+    return ["/bin/sh", "-c", JOIN_SCRIPT, str(directory / "cgroup.procs"), *argv]
+
+
+def join(directory: Path) -> None:
+    """Move the calling process into the unit (a forked child, before any user code)."""
+    with open(directory / "cgroup.procs", "w", encoding="ascii") as handle:
+        handle.write("0")
+
+
+def pids(directory: Path) -> list[int]:
+    """The processes in the unit and its child units."""
+    found: list[int] = []
+    for folder, _, _ in os.walk(directory):
+        with (
+            contextlib.suppress(OSError, ValueError),
+            open(os.path.join(folder, "cgroup.procs"), encoding="ascii") as handle,
+        ):
+            found.extend(int(line) for line in handle if line.strip())
+    return found
+
+
+def _write(path: Path, value: str) -> bool:
+    try:
+        with open(path, "w", encoding="ascii") as handle:
+            handle.write(value)
+    except OSError:
+        return False
+    return True
+
+
+def _events(directory: Path) -> dict[str, str]:
+    try:
+        text = (directory / "cgroup.events").read_text(encoding="ascii")
+    except OSError:
+        return {}
+    return dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
+
+
+def wait_for(directory: Path, key: str, value: str, deadline: float) -> bool:
+    """Wait until `cgroup.events` says `key value` (or the directory is gone)."""
+    while True:
+        events = _events(directory)
+        if not events or events.get(key) == value:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_SECONDS)
+
+
+def freeze(directory: Path, deadline: float) -> bool:
+    return _write(directory / "cgroup.freeze", "1") and wait_for(directory, "frozen", "1", deadline)
+
+
+def thaw(directory: Path) -> None:
+    _write(directory / "cgroup.freeze", "0")
+
+
+def kill(directory: Path) -> None:
+    """SIGKILL everything in the unit and its child units, now (no wait)."""
+    _write(directory / "cgroup.kill", "1")
+
+
+def remove(directory: Path) -> None:
+    """Remove the (empty) unit and its child units, deepest first."""
+    for folder, _, _ in sorted(os.walk(directory), key=lambda entry: -len(entry[0])):
+        with contextlib.suppress(FileNotFoundError):
+            os.rmdir(folder)

@@ -1,0 +1,382 @@
+"""A unit of processes and the owner that starts, ends and sweeps units (see the package
+docstring for the mechanisms)."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import itertools
+import json
+import os
+import re
+import secrets
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from functools import cache
+from pathlib import Path
+
+from bundle_contract._owner import _cgroup, _marked, _procfs
+from bundle_contract._spec import get_spec
+
+PR_SET_CHILD_SUBREAPER = 36
+OWNER_DIRECTORY = re.compile(r"^bundle-owner-(\d+)-(\d+)$")
+RECORD = re.compile(r"^(\d+)-(\d+)-[0-9a-f]+\.(\d+)\.json$")
+MECHANISMS = ("cgroup", "subreaper")
+
+
+class UnitNotEnded(RuntimeError):
+    """A unit's processes outlived the end-time bound (something keeps them from dying)."""
+
+
+@cache
+def end_time() -> float:
+    """Seconds a unit may take to empty once killed (`process-end-time`)."""
+    seconds: float = get_spec().limit("process-end-time")["maximum"] / 1000
+    return seconds
+
+
+@cache
+def marker_variable() -> str:
+    return get_spec().variable("process-unit")
+
+
+@cache
+def mechanism_variable() -> str:
+    return get_spec().variable("process-units")
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux): orphans of our units come to us, to reap."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+class Unit:
+    """Processes that end together: what is spawned into the unit and all its descendants."""
+
+    def __init__(self, owner: ProcessOwner, name: str, number: int) -> None:
+        self.owner = owner
+        self.name = name
+        self.marker = f"{marker_variable()}={owner.identity}-{owner.token}.{number}"
+        self.since = _procfs.start_time(os.getpid())
+        self._tracked: set[int] = set()
+        # Members seen when the unit was killed: once dead, the orphans among them are ours to
+        # reap, and a killed unit no longer lists them.
+        self._seen: dict[int, _procfs.Stat] = {}
+        self._ended = False
+        self._lock = threading.Lock()
+        self.directory: Path | None = None
+        self._record = owner.record_name(number)
+        if owner.root is not None:
+            self.directory = owner.root / f"{name}-{number}"
+            self.directory.mkdir()
+        else:
+            self._write_record()
+
+    # --- starting processes in the unit ---
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """`argv` as a command that runs inside the unit."""
+        return list(argv) if self.directory is None else _cgroup.wrap(self.directory, argv)
+
+    def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """`base` (default: ours) with the unit's marker; every descendant inherits it."""
+        name, _, value = self.marker.partition("=")
+        return {**(os.environ if base is None else base), name: value}
+
+    def track(self, pid: int) -> None:
+        """A process of the unit that the caller started and reaps itself (never reaped here)."""
+        with self._lock:
+            self._tracked.add(pid)
+        if self.directory is None:
+            self._write_record()
+
+    def join(self) -> None:
+        """Move the calling process into the unit: in a forked child, before any user code."""
+        if self.directory is not None:
+            _cgroup.join(self.directory)
+            return
+        with contextlib.suppress(PermissionError):  # already a group leader: keep its session
+            os.setsid()
+        name, _, value = self.marker.partition("=")
+        os.environ[name] = value
+
+    # --- ending them ---
+
+    def pids(self) -> list[int]:
+        """The unit's living processes (zombies excluded)."""
+        if self.directory is not None:
+            found = _cgroup.pids(self.directory)
+        else:
+            marker = self.marker.encode()
+            found = [p.pid for p in _marked.members(marker, self.since, self._tracked)]
+        return [pid for pid in found if (_procfs.stat(pid) or _STOPPED).state not in ("Z", "X")]
+
+    def kill(self) -> None:
+        """SIGKILL everything in the unit now, from any thread; `end()` waits and cleans up."""
+        if self.directory is not None:
+            # Frozen first, so that the list of who is killed is complete (nothing forks).
+            _cgroup.freeze(self.directory, time.monotonic() + end_time())
+            found = _members(_cgroup.pids(self.directory))
+            _cgroup.kill(self.directory)
+        else:
+            found = _marked.kill_members(self.marker.encode(), self.since, self._tracked)
+        with self._lock:
+            self._seen.update((member.pid, member) for member in found)
+
+    def end_others(self, keep: int) -> None:
+        """End every process of the unit but `keep` (its leader, which lives on)."""
+        deadline = time.monotonic() + end_time()
+        if self.directory is None:
+            done = _marked.end(
+                self.marker.encode(),
+                self.since,
+                deadline,
+                leaders=self._tracked,
+                keep={keep},
+                tracked=self._tracked,
+            )
+        else:
+            if set(_cgroup.pids(self.directory)) <= {keep}:
+                return  # the common case: the leader alone, nothing to stop
+            _cgroup.freeze(self.directory, deadline)
+            members = _members(_cgroup.pids(self.directory))
+            for member in members:
+                if member.pid != keep:
+                    _procfs.kill(member.pid, member.start, signal.SIGKILL)
+            _cgroup.thaw(self.directory)
+            done = _settle(lambda: set(_cgroup.pids(self.directory or Path())) <= {keep}, deadline)
+            self._reap(members)
+        if not done:
+            raise UnitNotEnded(f"processes of unit {self.name} outlived their end")
+
+    def end(self) -> None:
+        """Kill everything in the unit, wait until it is empty, reap, and remove the unit."""
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+        deadline = time.monotonic() + end_time()
+        try:
+            if self.directory is None:
+                done = _marked.end(
+                    self.marker.encode(),
+                    self.since,
+                    deadline,
+                    leaders=self._tracked,
+                    tracked=self._tracked,
+                )
+                if self.owner.sole:
+                    done = _marked.end_orphans(self.owner.started(), deadline) and done
+                # Those killed before (`kill`): no marker left to find them by once dead.
+                done = _settle(lambda: not any(self._living()), deadline) and done
+                self._reap([])
+                self.owner.remove_record(self._record)
+            else:
+                _cgroup.freeze(self.directory, deadline)
+                members = _members(_cgroup.pids(self.directory))
+                _cgroup.kill(self.directory)
+                done = _cgroup.wait_for(self.directory, "populated", "0", deadline)
+                self._reap(members)
+                if done:
+                    _cgroup.remove(self.directory)
+        finally:
+            self.owner.forget(self)
+        if not done:
+            raise UnitNotEnded(f"processes of unit {self.name} outlived their end")
+
+    def _living(self) -> list[int]:
+        with self._lock:
+            seen = list(self._seen.values())
+        return [m.pid for m in seen if _procfs.alive(m.pid, m.start)]
+
+    def _reap(self, members: list[_procfs.Stat]) -> None:
+        # Orphans of the unit adopted by us (a subreaper): ours to reap, but never a process
+        # the caller started and waits for itself.
+        with self._lock:
+            members = [*members, *self._seen.values()]
+        for member in members:
+            if member.pid not in self._tracked:
+                _procfs.reap(member.pid, member.start)
+
+    def _write_record(self) -> None:
+        record = {
+            "marker": self.marker,
+            "since": self.since,
+            "leaders": sorted(self._tracked),
+        }
+        self.owner.write_record(self._record, record)
+
+    def __repr__(self) -> str:
+        return f"<Unit {self.name} {self.directory or self.marker}>"
+
+
+_STOPPED = _procfs.Stat(0, "X", 0, 0, 0, 0)
+
+
+def _members(pids: list[int]) -> list[_procfs.Stat]:
+    return [found for found in map(_procfs.stat, pids) if found is not None]
+
+
+def _settle(done: Callable[[], bool], deadline: float) -> bool:
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(_cgroup.POLL_SECONDS)
+    return True
+
+
+class ProcessOwner:
+    """Starts units, ends them, and ends the units a dead owner left behind.
+
+    `mechanism` is "cgroup" or "subreaper" (None: a cgroup where the machine allows it, the
+    variable `process-units` of runtime.toml forcing one). `sole` says this process starts
+    nothing but units, so every child it did not start itself is an orphan of one of them.
+    """
+
+    def __init__(self, mechanism: str | None = None, *, sole: bool = False) -> None:
+        chosen = mechanism or os.environ.get(mechanism_variable()) or None
+        if chosen not in (None, *MECHANISMS):
+            raise ValueError(f"{mechanism_variable()} must be one of {MECHANISMS}, not {chosen!r}")
+        self.identity = f"{os.getpid()}-{_procfs.start_time(os.getpid())}"
+        # Two owners in one process (a test's) must not share markers.
+        self.token = secrets.token_hex(4)
+        self.sole = sole
+        self.root: Path | None = None
+        self.records: set[Path] = set()
+        self._units: dict[int, Unit] = {}
+        self._numbers = itertools.count(1)
+        self._lock = threading.Lock()
+        # Our own cgroup: where our units go, and where a dead owner's are found (even when
+        # the fallback is forced now, an earlier owner may have used cgroups).
+        self.parent = _cgroup.hierarchy()
+        if self.parent is not None and chosen != "subreaper":
+            self.root = self._make_root(self.parent)
+        if chosen == "cgroup" and self.root is None:
+            raise RuntimeError("no writable cgroup v2 hierarchy with cgroup.kill is available")
+        self.mechanism = "cgroup" if self.root is not None else "subreaper"
+        # Both ways: an orphan of a unit (its parent died first) is reparented to us, not to an
+        # init that may never reap it, and ending the unit reaps it.
+        self.subreaper = become_subreaper()
+
+    def _make_root(self, parent: Path) -> Path | None:
+        root = parent / f"bundle-owner-{self.identity}"
+        try:
+            root.mkdir(exist_ok=True)
+        except OSError:
+            return None
+        if not _cgroup.usable(root):
+            with contextlib.suppress(OSError):
+                root.rmdir()
+            return None
+        return root
+
+    def start_unit(self, name: str) -> Unit:
+        """A new, empty unit; spawn into it with `command` and `environment`, or `join`."""
+        number = next(self._numbers)
+        unit = Unit(self, name, number)
+        with self._lock:
+            self._units[number] = unit
+        return unit
+
+    def forget(self, unit: Unit) -> None:
+        with self._lock:
+            self._units = {k: u for k, u in self._units.items() if u is not unit}
+
+    def units(self) -> list[Unit]:
+        with self._lock:
+            return list(self._units.values())
+
+    def started(self) -> set[int]:
+        """The processes our callers started (and reap) in units still alive."""
+        return {pid for unit in self.units() for pid in unit._tracked}
+
+    def end_all(self) -> None:
+        """End every unit of this owner (a process that is about to exit)."""
+        for unit in self.units():
+            with contextlib.suppress(UnitNotEnded):
+                unit.end()
+        if self.root is not None:
+            with contextlib.suppress(OSError):
+                self.root.rmdir()
+
+    # --- records, for the subreaper fallback: what the next owner needs after a SIGKILL ---
+
+    def keep_records(self, directory: Path) -> None:
+        """Write a record of every unit into `directory` too (a project's state directory),
+        for the fallback, which has no cgroup to find a dead owner's processes by."""
+        with self._lock:
+            self.records.add(directory)
+
+    def drop_records(self, directory: Path) -> None:
+        with self._lock:
+            self.records.discard(directory)
+
+    def record_name(self, number: int) -> str:
+        return f"{self.identity}-{self.token}.{number}.json"
+
+    def remove_record(self, name: str) -> None:
+        for directory in list(self.records):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(directory / name)
+
+    def write_record(self, name: str, record: Mapping[str, object]) -> None:
+        for directory in list(self.records):
+            directory.mkdir(parents=True, exist_ok=True)
+            staging = directory / f".{name}.tmp"
+            staging.write_text(json.dumps(record), encoding="utf-8")
+            os.replace(staging, directory / name)
+
+    # --- leftovers ---
+
+    def sweep_leftovers(self, records: Path | None = None) -> int:
+        """End the units of owners that died (a SIGKILL, an OOM kill): their cgroups beside
+        ours, and the records in `records`. Returns how many units were ended."""
+        ended = 0
+        if self.parent is not None:
+            for entry in os.scandir(self.parent):
+                match = OWNER_DIRECTORY.match(entry.name)
+                if match and not _procfs.alive(int(match[1]), int(match[2])):
+                    directory = Path(entry.path)
+                    _cgroup.kill(directory)
+                    _cgroup.wait_for(directory, "populated", "0", time.monotonic() + end_time())
+                    with contextlib.suppress(OSError):
+                        _cgroup.remove(directory)
+                    ended += 1
+        if records is not None and records.is_dir():
+            for entry in os.scandir(records):
+                match = RECORD.match(entry.name)
+                if not match or _procfs.alive(int(match[1]), int(match[2])):
+                    continue
+                with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                    record = json.loads(Path(entry.path).read_text(encoding="utf-8"))
+                    _marked.end(
+                        str(record["marker"]).encode(),
+                        int(record["since"]),
+                        time.monotonic() + end_time(),
+                        leaders={int(pid) for pid in record["leaders"]},
+                    )
+                    ended += 1
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+        return ended
+
+
+_owner: ProcessOwner | None = None
+_owner_lock = threading.Lock()
+
+
+def process_owner(*, sole: bool = False) -> ProcessOwner:
+    """This process's owner, made on first use (its units are ended at exit)."""
+    global _owner
+    with _owner_lock:
+        if _owner is None or _owner.identity.split("-")[0] != str(os.getpid()):
+            _owner = ProcessOwner(sole=sole)
+            atexit.register(_owner.end_all)
+        return _owner

@@ -1,0 +1,387 @@
+"""Every process has an owner that ends it (bundle_contract._owner): what route code, a
+bundle.config.py or an MCP server starts, even a `setsid` grandchild that ignores SIGHUP and
+SIGTERM (escapee.py), ends with the run, the build, the MCP session, the server, or at the
+next server's start after the server was SIGKILLed.
+
+"Gone" means gone: no /proc entry, not even a zombie (the owner reaps what it adopts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _kit import wait_active
+from _session_client import Client
+
+from bundle_contract._owner import ProcessOwner
+from bundle_server import start_dev_server
+from bundle_server._dev_server import DevServer
+
+ESCAPEE = Path(__file__).resolve().parent / "escapee.py"
+STARTUP = 30.0
+SERVER = [sys.executable, "-m", "bundle_server"]
+
+ROUTES = f"""
+import os, subprocess, sys, time
+
+def _escape(path):
+    subprocess.Popen([sys.executable, {str(ESCAPEE)!r}, path])
+    while not os.path.exists(path):
+        time.sleep(0.01)
+
+def spawns(event, context):
+    _escape(context.input["pid"])
+    return "started"
+
+def spawns_and_hangs(event, context):
+    _escape(context.input["pid"])
+    time.sleep(60)
+"""
+
+# An MCP server that leaves an escapee behind as it starts.
+MCP_SERVER = f"""
+import os, subprocess, sys, time
+from mcp.server.mcpserver import MCPServer
+
+path = sys.argv[1] + "." + str(len(os.listdir(os.path.dirname(sys.argv[1]))))
+subprocess.Popen([sys.executable, {str(ESCAPEE)!r}, path])
+while not os.path.exists(path):
+    time.sleep(0.01)
+server = MCPServer("escaping")
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    return a + b
+
+server.run(transport="stdio")
+"""
+
+
+def config_source(pids: Path, *, ending: str = "") -> str:
+    """A bundle.config.py that starts an escapee (its pid in pids/config) while it loads."""
+    routes = [
+        {"id": name, "handler": f"escaping_routes:{name}", "families": ["stop"]}
+        for name in ("spawns", "spawns_and_hangs")
+    ]
+    data = {
+        "application": {"id": "escaping", "name": "Escaping", "version": "1.0.0"},
+        "targets": ["host_a"],
+        "routes": routes,
+        "mcpServers": [
+            {
+                "name": "escaping",
+                "kind": "command",
+                "command": sys.executable,
+                "args": [str(pids.parent / "mcp_escaping.py"), str(pids / "mcp")],
+            }
+        ],
+    }
+    return textwrap.dedent(f"""
+        import os, subprocess, sys, time
+        path = {str(pids / "config")!r} + "." + str(len(os.listdir({str(pids)!r})))
+        subprocess.Popen([sys.executable, {str(ESCAPEE)!r}, path])
+        while not os.path.exists(path):
+            time.sleep(0.01)
+        config = {data!r}
+        {ending}
+    """)
+
+
+def escaping_project(root: Path, *, ending: str = "") -> tuple[Path, Path]:
+    """A project whose config, routes and MCP server all start escapees; (project, pid dir)."""
+    pids = root / "pids"
+    pids.mkdir(parents=True)
+    project = root / "project"
+    project.mkdir()
+    (project / "bundle.config.py").write_text(config_source(pids, ending=ending))
+    (project / "escaping_routes.py").write_text(ROUTES)
+    (root / "mcp_escaping.py").write_text(MCP_SERVER)
+    return project, pids
+
+
+def started(path: Path, timeout: float = 20.0) -> int:
+    """The pid an escapee wrote to `path`."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"no escapee wrote {path}"
+        time.sleep(0.01)
+    return int(path.read_text())
+
+
+def state(pid: int) -> str | None:
+    """The process state letter of `pid` (Z for a zombie), None when it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    return raw[raw.rfind(b")") + 2 :].split()[0].decode()
+
+
+def assert_gone(pid: int, timeout: float = 5.0, *, adopted: bool = False) -> None:
+    """`pid` is gone, not even a zombie. `adopted`: the test process is its parent by now
+    (a subreaper that adopted it when its server was killed), so reaping it is ours."""
+    deadline = time.monotonic() + timeout
+    while (found := state(pid)) is not None:
+        if adopted and found == "Z":
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        assert time.monotonic() < deadline, f"process {pid} is still there (state {found})"
+        time.sleep(0.01)
+
+
+def kill_all(pids: Path) -> None:
+    """Whatever a failing test left running must not outlive it."""
+    for path in pids.glob("*"):
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(path.read_text()), signal.SIGKILL)
+
+
+def invoke(client: Client, route: str, pid: Path, **body: Any) -> dict[str, Any]:
+    payload = {"routeId": route, "input": {"pid": str(pid)}, **body}
+    reply = client.request("POST", "/api/routes/invocations", payload, timeout=60)
+    assert reply.status in (200, 202), reply.json()
+    found: dict[str, Any] = reply.json()["invocation"]
+    return found
+
+
+@pytest.fixture(scope="module")
+def escaping(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevServer, Path]]:
+    root = tmp_path_factory.mktemp("escaping")
+    project, pids = escaping_project(root)
+    try:
+        with start_dev_server(
+            project, watch=False, environ={"BUNDLE_STATE_ROOT": str(root / "state")}
+        ) as server:
+            yield wait_active(server), pids
+    finally:
+        kill_all(pids)
+
+
+def test_what_the_config_forks_ends_with_its_build_in_the_server(
+    escaping: tuple[DevServer, Path],
+) -> None:
+    _, pids = escaping
+    assert_gone(started(pids / "config.0"))
+
+
+def test_what_a_route_starts_ends_when_its_run_completes(
+    escaping: tuple[DevServer, Path],
+) -> None:
+    server, pids = escaping
+    client = Client(server.port, server.session_token)
+    assert invoke(client, "spawns", pids / "completed")["status"] == "completed"
+    assert_gone(started(pids / "completed"))
+
+
+def test_what_a_route_starts_ends_when_its_run_is_cancelled(
+    escaping: tuple[DevServer, Path],
+) -> None:
+    server, pids = escaping
+    client = Client(server.port, server.session_token)
+    invocation = invoke(client, "spawns_and_hangs", pids / "cancelled", stream=True)
+    pid = started(pids / "cancelled")
+    reply = client.request("POST", f"/api/routes/invocations/{invocation['id']}/cancel", {})
+    assert reply.status == 202
+    assert_gone(pid)
+
+
+def test_what_a_runtime_run_starts_ends_with_the_run(escaping: tuple[DevServer, Path]) -> None:
+    server, pids = escaping
+    client = Client(server.port, server.session_token)
+    body = {"surfaceId": "spawns", "target": "host_a", "input": {"pid": str(pids / "run")}}
+    reply = client.request("POST", "/api/runtime/runs", body, timeout=60)
+    assert reply.status == 201 and reply.json()["run"]["status"] == "completed", reply.json()
+    assert_gone(started(pids / "run"))
+
+
+def test_what_an_mcp_server_starts_ends_with_its_session_at_a_new_epoch(
+    escaping: tuple[DevServer, Path],
+) -> None:
+    server, pids = escaping
+    client = Client(server.port, server.session_token)
+    assert server.project is not None
+    first = server.project.active_epoch()
+    assert first is not None
+    reply = client.request(
+        "GET", f"/api/mcp/launches?epochId={first[0]}&serverName=escaping", timeout=60
+    )
+    (launch,) = reply.json()["launches"]
+    operation = {"method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
+    path = f"/api/mcp/sessions/{launch['launchId']}/operations"
+    assert client.request("POST", path, operation, timeout=60).status == 200
+    (mcp_pid,) = [started(p) for p in pids.glob("mcp.*")]
+    # A new epoch (the config changed) retires the old epoch's MCP sessions.
+    config = server.project.root / "bundle.config.py"
+    config.write_text(config.read_text() + "\n# changed\n")
+    client.request("POST", "/api/project/builds", {})
+    deadline = time.monotonic() + 60
+    while server.project.active_epoch() == first:
+        assert time.monotonic() < deadline, "no new epoch"
+        time.sleep(0.05)
+    assert_gone(mcp_pid, timeout=10)
+    configs = sorted(pids.glob("config.*"))
+    assert len(configs) == 2  # and the second build's escapee is gone too
+    for path in configs:
+        assert_gone(started(path))
+
+
+def test_server_close_ends_a_running_route_and_an_mcp_server(tmp_path: Path) -> None:
+    project, pids = escaping_project(tmp_path)
+    try:
+        with start_dev_server(
+            project, watch=False, environ={"BUNDLE_STATE_ROOT": str(tmp_path / "state")}
+        ) as server:
+            wait_active(server)
+            client = Client(server.port, server.session_token)
+            invoke(client, "spawns_and_hangs", pids / "hanging", stream=True)
+            route_pid = started(pids / "hanging")
+            epoch = server.project.active_epoch() if server.project else None
+            assert epoch is not None
+            reply = client.request(
+                "GET", f"/api/mcp/launches?epochId={epoch[0]}&serverName=escaping", timeout=60
+            )
+            (launch,) = reply.json()["launches"]
+            operation = {
+                "method": "tools/call",
+                "params": {"name": "add", "arguments": {"a": 1, "b": 2}},
+            }
+            path = f"/api/mcp/sessions/{launch['launchId']}/operations"
+            assert client.request("POST", path, operation, timeout=60).status == 200
+            (mcp_pid,) = [started(p) for p in pids.glob("mcp.*")]
+            assert state(route_pid) not in (None, "Z") and state(mcp_pid) not in (None, "Z")
+        assert_gone(route_pid)
+        assert_gone(mcp_pid)
+    finally:
+        kill_all(pids)
+
+
+def test_bundle_build_read_through_a_pipe_returns_when_the_build_ends(tmp_path: Path) -> None:
+    project, pids = escaping_project(tmp_path)
+    env = {**os.environ, "BUNDLE_STATE_ROOT": str(tmp_path / "state")}
+    command = [sys.executable, "-m", "bundle_contract._build._cli", str(project)]
+    try:
+        began = time.monotonic()
+        # The escapee sleeps 120 s holding the CLI's stdout and stderr: a CLI that left it
+        # running would keep this pipe open (and the call waiting) that long.
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+        assert time.monotonic() - began < 20
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("built ep_")
+        assert_gone(started(pids / "config.0"))
+    finally:
+        kill_all(pids)
+
+
+def test_bundle_build_says_so_when_the_config_ends_the_process(tmp_path: Path) -> None:
+    project, pids = escaping_project(tmp_path, ending="os._exit(0)")
+    env = {**os.environ, "BUNDLE_STATE_ROOT": str(tmp_path / "state")}
+    command = [sys.executable, "-m", "bundle_contract._build._cli", str(project)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 1 and done.stdout == ""
+        (line,) = done.stderr.splitlines()
+        assert line.startswith("bundle-build: the build process ended before the build did")
+        assert "Traceback" not in done.stderr
+        assert not (project / ".bundle" / "artifact").exists()
+        assert_gone(started(pids / "config.0"))
+    finally:
+        kill_all(pids)
+
+
+def test_the_subreaper_fallback_ends_a_unit_whole(tmp_path: Path) -> None:
+    owner = ProcessOwner("subreaper")
+    assert owner.mechanism == "subreaper"
+    unit = owner.start_unit("fallback")
+    # sh starts the escapee in the background and exits: the escapee is orphaned at once.
+    script = f'"{sys.executable}" "{ESCAPEE}" "{tmp_path / "pid"}" & wait_for=1; exit 0'
+    process = subprocess.Popen(
+        unit.command(["/bin/sh", "-c", script]), env=unit.environment(), start_new_session=True
+    )
+    unit.track(process.pid)
+    process.wait()
+    pid = started(tmp_path / "pid")
+    try:
+        assert unit.pids() == [pid]
+        unit.end()
+        assert_gone(pid)
+        assert unit.pids() == []
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+# --- the next start after a SIGKILL of the server ---
+
+
+def become_subreaper() -> None:
+    # Orphans of the killed server come to this process (not to an init that may not reap),
+    # so that "gone" can be checked strictly: assert_gone(adopted=True) reaps them.
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+
+
+def serve(project: Path, ready: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Any]:
+    ready.unlink(missing_ok=True)
+    server = subprocess.Popen(
+        [*SERVER, str(project), "--port", "0", "--ready-file", str(ready)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    deadline = time.monotonic() + STARTUP
+    while not ready.exists():
+        assert server.poll() is None, "the server exited at start"
+        assert time.monotonic() < deadline, "the server never became ready"
+        time.sleep(0.05)
+    return server, json.loads(ready.read_text())
+
+
+@pytest.mark.parametrize("mechanism", ["cgroup", "subreaper"])
+def test_the_next_server_ends_what_a_killed_server_started(tmp_path: Path, mechanism: str) -> None:
+    become_subreaper()
+    project, pids = escaping_project(tmp_path)
+    env = {
+        **os.environ,
+        "BUNDLE_STATE_ROOT": str(tmp_path / "state"),
+        "BUNDLE_PROCESS_UNITS": mechanism,
+    }
+    ready = tmp_path / "ready.json"
+    try:
+        first, info = serve(project, ready, env)
+        try:
+            client = Client(int(info["url"].rsplit(":", 1)[1]), info["session"])
+            deadline = time.monotonic() + 60
+            while True:  # until the first build is active and the route can run
+                payload = {"routeId": "spawns_and_hangs", "input": {"pid": str(pids / "left")}}
+                reply = client.request(
+                    "POST", "/api/routes/invocations", payload | {"stream": True}
+                )
+                if reply.status == 202:
+                    break
+                assert time.monotonic() < deadline, reply.json()
+                time.sleep(0.1)
+            pid = started(pids / "left")
+        finally:
+            first.kill()
+            first.wait()
+        time.sleep(0.2)
+        assert state(pid) not in (None, "Z"), "the killed server's route did not outlive it"
+        second, _ = serve(project, ready, env)
+        try:
+            assert_gone(pid, adopted=True)
+        finally:
+            second.send_signal(signal.SIGINT)
+            second.wait(timeout=STARTUP)
+    finally:
+        kill_all(pids)
