@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bundle_contract._spec import get_spec
-from bundle_server.evals.sandbox import Box, open_box
+from bundle_server.evals.sandbox import Box, open_box, sandbox_refused
 from bundle_server.sessions.pty._process import (
     Member,
     kill_member,
@@ -37,6 +37,9 @@ from bundle_server.sessions.pty._process import (
 
 POLL_SECONDS = 0.05
 END_SECONDS = 5.0  # how long `end` waits for killed processes to be gone
+# bwrap 0.8 joining a PID namespace now and then fails to hand over its pid under load
+# ("Can't send pid"), before the command starts: such a start is tried again.
+SANDBOX_ATTEMPTS = 3
 
 
 def command_seconds() -> float:
@@ -70,6 +73,13 @@ class Commands:
         self, command: str, stdin: bytes = b"", output_chars: int = 65536
     ) -> tuple[int | None, str]:
         """(exit code, or None when it timed out or the run stopped; its output)."""
+        for _ in range(SANDBOX_ATTEMPTS - 1):
+            code, text = self._run_once(command, stdin, output_chars)
+            if not (code == 1 and sandbox_refused(text)):
+                return code, text
+        return self._run_once(command, stdin, output_chars)
+
+    def _run_once(self, command: str, stdin: bytes, output_chars: int) -> tuple[int | None, str]:
         with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as output:
             given.write(stdin)
             given.seek(0)

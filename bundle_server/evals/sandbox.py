@@ -188,6 +188,13 @@ class Bwrapped:
             return self._keeper.stderr.read(4096).decode("utf-8", "replace").strip()
 
 
+def sandbox_refused(output: str) -> bool:
+    """Whether a command's output is only bwrap's own complaint: the sandbox did not start,
+    so the command never ran (and may be started again)."""
+    lines = output.strip().splitlines()
+    return bool(lines) and all(line.startswith("bwrap: ") for line in lines)
+
+
 def requested() -> str:
     """The kind the environment asks for: "none" when eval-sandbox says so, else "bwrap"."""
     value = os.environ.get(get_spec().variable("eval-sandbox"), "")
