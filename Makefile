@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench generate vendor browser clis screenshots clean
+.PHONY: run test lint typecheck unit bench generate vendor browser sandbox clis screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,13 @@ browser:
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
 	  chromium fonts-dejavu-core >/dev/null; }
+
+# Debian's bubblewrap: evaluation trials run their setup and grader commands in it
+# (bundle_server/evals/sandbox.py).
+sandbox:
+	@command -v bwrap >/dev/null || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+	  bubblewrap >/dev/null; }
 
 # The real host CLIs the tests run bundles in (Claude Code, Codex, Gemini CLI), pinned with
 # their integrity hashes in clis/package-lock.json, installed into clis/node_modules (never
@@ -51,7 +58,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) $(VENDOR) browser $(CLIS)
+unit: $(STAMP) $(VENDOR) browser sandbox $(CLIS)
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

@@ -195,3 +195,24 @@ def test_html_opens_from_disk_without_errors(
         assert page.locator("article.trial").count() == 9
         assert dialogs == []
         assert problems_seen.messages == []
+
+
+def test_trials_without_a_sandbox_are_told_in_junit_and_html(tmp_path: Path) -> None:
+    note = "setup and grader commands ran without a sandbox (BUNDLE_EVAL_SANDBOX=none): ..."
+    record = _run()
+    record["results"][0]["sandbox"] = {"kind": "bwrap"}
+    record["results"][1]["sandbox"] = {"kind": "none", "note": note}
+    record["results"][2]["sandbox"] = {"kind": "none", "note": note}
+    assert problems("EvalRun.json", record) == []
+    paths = write_reports(record, tmp_path / "reports", ["junit", "html"])
+    told = f"none in 2 of 3 trials with commands: {note}"
+    for suite in ET.parse(paths[0]).getroot().findall("testsuite"):
+        properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+        assert properties["sandbox"] == told
+    page = paths[1].read_text(encoding="utf-8")
+    assert f"<dt>Commands ran in</dt><dd>{told}</dd>" in page
+    # Every trial in bubblewrap: said in a word.
+    for result in record["results"]:
+        result["sandbox"] = {"kind": "bwrap"}
+    paths = write_reports(record, tmp_path / "again", ["html"])
+    assert "<dt>Commands ran in</dt><dd>bwrap</dd>" in paths[0].read_text(encoding="utf-8")

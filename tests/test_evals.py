@@ -635,12 +635,17 @@ def test_a_run_tells_its_progress_in_the_trace_and_on_a_terminal(lab: Lab, tmp_p
 def test_what_setup_starts_serves_the_host_and_ends_with_the_trial(lab: Lab) -> None:
     # A service started in the background: setup does not wait for it, the host finds it
     # running, and nothing of it outlives the trial, not even a child that left its session.
+    # Setup runs in the trial's PID namespace, whose pids mean nothing to the host or to this
+    # test: the host sees the service beat, and the test finds processes by their command line.
+    token = f"service{os.getpid()}x{time.monotonic_ns()}"
+    beat = f"while :; do date +%s%N > beat; sleep 0.05; done; : {token}"
+    seen = "a=$(cat beat); sleep 0.3; test $(cat beat) != $a && echo up > seen.txt"
     case = {
         "id": "service",
-        "prompt": 'tool Bash {"command": "kill -0 $(cat service.pid) && echo up > seen.txt"}',
+        "prompt": f"tool Bash {json.dumps({'command': seen})}",
         "setup": [
-            "sleep 300 & echo $! > service.pid",
-            "setsid sleep 300 & echo $! > escaped.pid",
+            f"sh -c '{beat}' & while ! test -s beat; do sleep 0.01; done",
+            f"setsid sh -c 'sleep 300; : {token}' &",
         ],
         "graders": [{"type": "file", "path": "seen.txt", "text": {"equals": "up\n"}}],
     }
@@ -648,9 +653,20 @@ def test_what_setup_starts_serves_the_host_and_ends_with_the_trial(lab: Lab) -> 
     record = lab.trial(case)
     assert record["status"] == "passed", record["verdicts"]
     assert time.monotonic() - began < 30
-    workspace = Path(record["workspace"])
-    for name in ("service.pid", "escaped.pid"):
-        assert not alive(int((workspace / name).read_text()))
+    assert _command_lines_holding(token) == []
+
+
+def _command_lines_holding(token: str) -> list[int]:
+    """Live processes whose command line holds `token`."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            line = Path(f"/proc/{name}/cmdline").read_bytes() if name.isdigit() else b""
+        except OSError:
+            continue
+        if token.encode() in line and int(name) != os.getpid() and alive(int(name)):
+            found.append(int(name))
+    return found
 
 
 def test_a_trial_records_its_hook_executions(lab: Lab) -> None:

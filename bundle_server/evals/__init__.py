@@ -12,9 +12,10 @@ install (`with`) or without it (`without`). The modules, in the order a run uses
 - `suite`: reading and checking a suite, its digest;
 - `harness`: the development server, runs and their resume; `rundir`: the run directory;
 - `runner`: the runner interface and the local runner (`jobs` trials at once);
-- `trial`: one trial, workspace to verdicts; `commands`: its setup and grader commands;
-  `batch`: reading a host's non-interactive output and transcript; `hooks`: its hook
-  executions in the trace; `graders`: the verdicts;
+- `trial`: one trial, workspace to verdicts; `commands`: its setup and grader commands, run
+  in `sandbox` (bubblewrap: the workspace their only writable place, a PID namespace of the
+  trial's that ends with it); `batch`: reading a host's non-interactive output and
+  transcript; `hooks`: its hook executions in the trace; `graders`: the verdicts;
 - `stats`: pass rate, pass@k, durations; `compare`: labels and the paired test;
 - `reports`: JSON, JUnit XML and HTML; `progress`: the bar, NDJSON and trace entries;
 - `cli`: `bundle-evals`.

@@ -24,8 +24,10 @@ judges it. (A host reports a failed run, a refused credential or an API error, i
 message too, and exits non-zero: only a suite that asks about the exit wants it graded.) A
 host the time budget ended is a `timeout`, and is graded.
 
-Whatever the setup and grader commands left running ends with the trial (`commands`), and the
-workspace is removed unless the harness keeps workspaces. A trial the run's interruption cut
+Setup and grader commands run in the trial's sandbox (`sandbox`: the workspace is the only
+place they can write; the record's `sandbox` says where they ran). Whatever they left running
+ends with the trial (`commands`), and the workspace is removed unless the harness keeps
+workspaces. A trial the run's interruption cut
 short raises `Interrupted`: it is no result.
 """
 
@@ -122,6 +124,8 @@ def run_trial(env: TrialEnv, trial: Trial) -> dict[str, Any]:
         record["error"] = clip(str(error))
     finally:
         commands.end()  # what setup and grader commands left running ends with the trial
+        if commands.sandbox is not None:
+            record["sandbox"] = commands.sandbox
         if env.keep_workspaces:
             _drop_credentials(env.host, Path(f"{workspace}.home"))
         else:

@@ -39,6 +39,18 @@ def epoch_id(run: Mapping[str, Any]) -> str | None:
     return str(results[0]["provenance"]["epochId"]) if results else None
 
 
+def sandbox_summary(run: Mapping[str, Any]) -> str | None:
+    """Where the run's setup and grader commands ran (EvalTrial sandbox), for people: the
+    trials without a sandbox are counted and their notes given whole, since they say what was
+    left unguarded; None when no trial ran a command."""
+    kinds = [trial["sandbox"] for trial in run["results"] if "sandbox" in trial]
+    bare = [kind for kind in kinds if kind["kind"] == "none"]
+    if not bare:
+        return "bwrap" if kinds else None
+    notes = "; ".join(dict.fromkeys(str(kind.get("note", "")) for kind in bare))
+    return f"none in {len(bare)} of {len(kinds)} trials with commands: {notes}"
+
+
 def duration(ms: float) -> str:
     """A duration for people: "850 ms", "12.3 s"."""
     return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"

@@ -19,6 +19,7 @@ from bundle_server.evals.reports.common import (
     not_passed,
     percent,
     printable,
+    sandbox_summary,
     trials_by_case_arm,
 )
 from bundle_server.evals.reports.plots import duration_plot, pass_rate_plot
@@ -124,6 +125,9 @@ def _facts(run: Mapping[str, Any]) -> str:
         ("Started", _e(run["startedAt"])),
         ("Completed", _e(run.get("completedAt", "not yet"))),
     ]
+    sandbox = sandbox_summary(run)
+    if sandbox is not None:
+        facts.append(("Commands ran in", _e(sandbox)))
     rows = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in facts)
     return f'<dl class="facts">{rows}</dl>\n'
 

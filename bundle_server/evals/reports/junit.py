@@ -13,6 +13,7 @@ from bundle_server.evals.reports.common import (
     epoch_id,
     not_passed,
     printable,
+    sandbox_summary,
     trials_by_case_arm,
 )
 from bundle_server.evals.text import shorten
@@ -75,7 +76,13 @@ def junit_xml(run: Mapping[str, Any]) -> bytes:
 
 def _properties(properties: ET.Element, run: Mapping[str, Any]) -> None:
     epoch = epoch_id(run)
-    values = {"runId": run["runId"], "host": run["host"], "epochId": epoch, "trials": run["trials"]}
+    values = {
+        "runId": run["runId"],
+        "host": run["host"],
+        "epochId": epoch,
+        "trials": run["trials"],
+        "sandbox": sandbox_summary(run),
+    }
     for key, value in values.items():
         if value is not None:
             ET.SubElement(properties, "property", name=key, value=printable(str(value)))

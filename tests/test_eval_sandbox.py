@@ -1,0 +1,242 @@
+"""The sandbox of a trial's setup and grader commands (bundle_server/evals/sandbox.py), seen
+from outside: trials of the real development server and the fake agent whose commands try to
+write outside their workspace or to leave processes behind (spec/requirements.toml API-101 to
+API-103).
+
+Processes that run in the trial's PID namespace write their own pid as the namespace numbers
+it, which means nothing out here: the tests find them by a token in their command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shlex
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _evals import host_env
+from _projects import config, write_project
+from fake_agent import agent
+
+from bundle_contract._validation import problems
+from bundle_server.evals import EvalHarness, create_eval_harness
+from bundle_server.evals import commands as commands_module
+from bundle_server.evals.commands import Commands
+
+SANDBOX_VARIABLE = "BUNDLE_EVAL_SANDBOX"
+# A directory outside every workspace that exists and is writable out here but lies outside
+# the sandbox's writable places (pytest's own temporary directories are all under /tmp,
+# which the sandbox replaces with a tmpfs of its own).
+OUTSIDE_DIRECTORY = Path("/var/tmp")
+
+
+@dataclass
+class Lab:
+    project: Path
+    harness: EvalHarness
+
+    def trial(self, case: dict[str, Any]) -> dict[str, Any]:
+        path = self.project / "evals" / f"{case['id']}.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps({"name": case["id"], "cases": [case]}), encoding="utf-8")
+        record = self.harness.trial(path, case["id"], "with")
+        assert problems("EvalTrial.json", record) == []
+        return record
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    root = tmp_path_factory.mktemp("sandbox")
+    project = write_project(root / "project", config())
+    home = root / "home"
+    home.mkdir()
+    with create_eval_harness(
+        project,
+        host_env=host_env(home),
+        host_executables={"host_a": agent("host_a")},
+        keep_workspaces=root / "workspaces",
+    ) as harness:
+        yield Lab(project, harness)
+
+
+def survivors(token: str) -> list[int]:
+    """Live (not zombie) processes whose command line holds `token`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            line = Path(f"/proc/{name}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if token.encode() in line and alive(int(name)):
+            found.append(int(name))
+    return found
+
+
+def escaper(token: str) -> str:
+    """A shell command that leaves a process behind as hard to find as it gets: a session of
+    its own, an empty environment, SIGHUP and SIGTERM ignored; it writes its pid to
+    `<token>.pid` in the workspace once it runs, and waits until it does."""
+    script = f"trap '' HUP TERM; echo $$ > {token}.pid; sleep 300; : {token}"
+    launch = f"setsid env -i /bin/sh -c {shlex.quote(script)} &"
+    return f"{launch} while ! test -s {token}.pid; do sleep 0.01; done"
+
+
+def outside_path(token: str) -> Path:
+    assert os.access(OUTSIDE_DIRECTORY, os.W_OK)  # writable out here: the sandbox refuses it
+    return OUTSIDE_DIRECTORY / f"bundle-eval-escape-{token}.txt"
+
+
+def token() -> str:
+    return f"escape{secrets.token_hex(6)}"
+
+
+def test_a_setup_process_that_leaves_its_session_ends_with_the_trial(lab: Lab) -> None:
+    mark = token()
+    case = {
+        "id": "setsid",
+        "prompt": "say done",
+        "setup": [escaper(mark)],
+        # Still there for the graders: a setup service lives as long as the trial.
+        "graders": [{"type": "command", "run": f"kill -0 $(cat {mark}.pid)"}],
+    }
+    record = lab.trial(case)
+    assert record["status"] == "passed", record
+    assert record["sandbox"] == {"kind": "bwrap"}
+    assert (Path(record["workspace"]) / f"{mark}.pid").read_text().strip()
+    assert survivors(mark) == []
+
+
+def test_a_grader_process_that_leaves_its_session_ends_with_the_trial(lab: Lab) -> None:
+    mark = token()
+    case = {
+        "id": "grader-setsid",
+        "prompt": "say done",
+        "graders": [{"type": "command", "run": escaper(mark)}],
+    }
+    record = lab.trial(case)
+    assert record["status"] == "passed", record
+    assert (Path(record["workspace"]) / f"{mark}.pid").exists()
+    assert survivors(mark) == []
+
+
+def test_a_setup_command_cannot_write_outside_the_workspace(lab: Lab, tmp_path: Path) -> None:
+    mark = token()
+    outside, beside = outside_path(mark), tmp_path / "beside.txt"
+    case = {
+        "id": "writes-outside",
+        "prompt": "say never",
+        "setup": [f"echo inside > inside.txt && echo escaped > {outside}"],
+        "graders": [{"type": "exit", "exitCode": 0}],
+    }
+    try:
+        record = lab.trial(case)
+        assert record["status"] == "error"
+        assert "Read-only file system" in record["error"]
+        assert not outside.exists()
+        case = {**case, "setup": [f"echo escaped > {beside}"]}
+        assert lab.trial(case)["status"] == "error"
+        assert not beside.exists()
+    finally:
+        outside.unlink(missing_ok=True)
+
+
+def test_a_grader_command_cannot_write_outside_the_workspace(lab: Lab) -> None:
+    mark = token()
+    outside = outside_path(mark)
+    case = {
+        "id": "grader-writes-outside",
+        "prompt": "say done",
+        "graders": [
+            {"type": "command", "run": "echo inside > inside.txt && mktemp"},
+            {"type": "command", "run": f"echo escaped > {outside}"},
+            {"type": "grader", "run": f"echo escaped > {outside}"},
+        ],
+    }
+    try:
+        record = lab.trial(case)
+        passed = [verdict["passed"] for verdict in record["verdicts"]]
+        assert passed == [True, False, False], record["verdicts"]
+        assert "Read-only file system" in record["verdicts"][1]["evidence"]
+        assert (Path(record["workspace"]) / "inside.txt").read_text() == "inside\n"
+        assert not outside.exists()
+    finally:
+        outside.unlink(missing_ok=True)
+
+
+def test_a_timed_out_setup_command_leaves_nothing(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(commands_module, "command_seconds", lambda: 1.0)
+    mark = token()
+    case = {
+        "id": "setup-times-out",
+        "prompt": "say never",
+        "setup": [f"{escaper(mark)}; sleep 300"],
+        "graders": [{"type": "exit", "exitCode": 0}],
+    }
+    began = time.monotonic()
+    record = lab.trial(case)
+    assert time.monotonic() - began < 10
+    assert record["status"] == "error"
+    assert "timed out after 1 s" in record["error"]
+    assert (Path(record["workspace"]) / f"{mark}.pid").exists()
+    assert survivors(mark) == []
+
+
+def test_an_interrupted_command_leaves_nothing(tmp_path: Path) -> None:
+    mark = token()
+    stopped = threading.Event()
+    commands = Commands(tmp_path, dict(os.environ), stopped)
+    ran: list[tuple[int | None, str]] = []
+    command = f"{escaper(mark)}; sleep 300"
+    worker = threading.Thread(target=lambda: ran.append(commands.run(command)))
+    worker.start()
+    deadline = time.monotonic() + 10
+    while not (tmp_path / f"{mark}.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert survivors(mark) != []
+    stopped.set()
+    worker.join(10)
+    assert ran == [(None, "the run was interrupted")]
+    assert survivors(mark) == []
+    commands.end()
+
+
+def test_without_a_sandbox_the_record_says_so_and_clean_up_still_runs(
+    lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SANDBOX_VARIABLE, "none")
+    mark = token()
+    beside = tmp_path / "beside.txt"
+    case = {
+        "id": "unsandboxed",
+        "prompt": "say done",
+        # In the command's own session: found by its process group, as before the sandbox.
+        "setup": [f"sleep 300 & echo $! > {mark}.pid; echo written > {beside}"],
+        "graders": [{"type": "command", "run": f"kill -0 $(cat {mark}.pid)"}],
+    }
+    record = lab.trial(case)
+    assert record["status"] == "passed", record
+    assert record["sandbox"]["kind"] == "none"
+    assert record["sandbox"]["note"].startswith(
+        f"setup and grader commands ran without a sandbox ({SANDBOX_VARIABLE}=none)"
+    )
+    assert beside.read_text() == "written\n"  # nothing kept it in its workspace
+    pid = int((Path(record["workspace"]) / f"{mark}.pid").read_text())
+    assert not alive(pid)
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
