@@ -227,6 +227,8 @@ def _mcp(server: DevServer) -> McpService:
         project.installs,
         server.hub.publish,
         bridge=AsyncBridge(hosted=True),
+        # After the invocations' reclaimer: their oldest events go first (mcp/apps.py).
+        budget=server.budget,
     )
     project.on_adopted(lambda: threading.Thread(target=service.retire, daemon=True).start())
     return service

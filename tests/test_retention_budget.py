@@ -14,18 +14,11 @@ one run in flight).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
-from _session_client import Client
+from _budget_server import BudgetServer
 
-from bundle_contract._schemas import reference_validator
-
-TESTS = Path(__file__).parent
 MIB = 1 << 20
 BUDGET = 16 * MIB
 EVENT = 7 * MIB // 2
@@ -33,49 +26,9 @@ RUNS = 120
 SLACK = 48 * MIB  # allocator slack and the buffers of the run in flight
 
 
-class BudgetServer:
-    def __init__(self, root: Path) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, str(TESTS / "_budget_server.py"), str(root), str(BUDGET)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=TESTS,
-        )
-        assert self.process.stdout is not None
-        port, token = self.process.stdout.readline().split()
-        self.client = Client(int(port), token)
-
-    def rss(self) -> int:
-        status = Path(f"/proc/{self.process.pid}/status").read_text()
-        line = next(line for line in status.splitlines() if line.startswith("VmRSS:"))
-        return int(line.split()[1]) * 1024
-
-    def invoke(self, route: str, size: int) -> dict[str, Any]:
-        reply = self.client.request(
-            "POST",
-            "/api/routes/invocations",
-            {"routeId": route, "input": {"size": size}},
-            timeout=60,
-        )
-        assert reply.status == 200, reply
-        invocation: dict[str, Any] = reply.json()["invocation"]
-        return invocation
-
-    def get(self, invocation_id: str) -> dict[str, Any]:
-        reply = self.client.request("GET", f"/api/routes/invocations/{invocation_id}")
-        assert reply.status == 200, reply
-        invocation: dict[str, Any] = reply.json()["invocation"]
-        reference_validator("RouteInvocation.json").validate(invocation)
-        return invocation
-
-    def stop(self) -> None:
-        self.process.communicate(timeout=60)
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BudgetServer]:
-    server = BudgetServer(tmp_path_factory.mktemp("budget"))
+    server = BudgetServer(tmp_path_factory.mktemp("budget"), BUDGET)
     try:
         yield server
     finally:
@@ -125,3 +78,23 @@ def test_an_event_above_the_per_event_bound_fails_its_run_clearly(server: Budget
     # The worker lives on: the next run completes.
     assert server.invoke("renders", 10)["status"] == "completed"
     assert json.loads(json.dumps(failed))["id"] == server.get(failed["id"])["id"]
+
+
+def test_an_oversized_event_written_to_the_pipe_ends_the_worker_and_is_never_kept(
+    server: BudgetServer,
+) -> None:
+    # Route code writes the line itself, so the worker's check in `render` never sees it: the
+    # server reads its size, fails the run, ends the worker and keeps nothing of it.
+    worker = server.invoke("pid", 0)["result"]
+    size = BUDGET // 4 + 1
+    failed = server.invoke("pipes", size)
+    assert failed["status"] == "failed" and failed["renderEvents"] == []
+    assert "retention" not in failed
+    [error] = [d["message"] for d in failed["diagnostics"] if d["severity"] == "error"]
+    assert error.startswith("RenderEventTooLarge: a render event of ")
+    assert f"bytes is above the limit of {BUDGET // 4} bytes (render-event-budget)" in error
+    assert failed["timings"]["durationMs"] < 30_000  # not the route's sleep: its worker was ended
+    assert server.get(failed["id"])["renderEvents"] == []
+    # The next run completes, in a new worker.
+    after = server.invoke("pid", 0)
+    assert after["status"] == "completed" and after["result"] != worker

@@ -17,6 +17,9 @@ Theory of operation (sans-IO: no sockets, no gevent):
   appending stays O(1) amortized plus a binary search). A cursor before a hole gets what is
   left plus a gap record telling how many it missed after the cursor, and how many of each
   share (`DroppedRuns`).
+- A hub may also hold a byte budget (`byte_budget`, the records' JSON as encoded): past it the
+  oldest record of the share holding the most bytes goes, the same way, so a few large records
+  cannot make a count-bounded history gigabytes.
 - A subscriber is a read position in that shared list, taken atomically with its replay, so
   live records follow the replay with no gap and no overlap. Its queue is the distance from its
   position to the newest record: bounded by `capacity` (by default the retention), and a
@@ -182,8 +185,11 @@ class SequencedHub:
         """The share a record counts toward (one for all by default)."""
         return ""
 
-    def __init__(self, retention: int, queue_capacity: int | None = None) -> None:
+    def __init__(
+        self, retention: int, queue_capacity: int | None = None, byte_budget: int | None = None
+    ) -> None:
         self._retention = retention
+        self._byte_budget = byte_budget
         # A reader's queue is its distance behind the newest record. The history is shared,
         # so a longer queue costs no memory: by default a reader may fall as far behind as
         # the history reaches, and is cut only when what it needs is gone.
@@ -199,6 +205,8 @@ class SequencedHub:
         self._holes = 0  # emptied slots not yet compacted
         self._shares: dict[str, deque[int]] = {}  # share -> its kept sequences, oldest first
         self._kept = 0
+        self._bytes = 0  # the kept records' JSON, encoded
+        self._share_bytes: dict[str, int] = {}
         self._dropped: dict[str, DroppedRuns] = {}
         self._max_evicted = 0  # a cursor below it has lost something after it
         self._latest = 0
@@ -218,6 +226,11 @@ class SequencedHub:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def retained_bytes(self) -> int:
+        """The kept records' JSON, encoded (what `byte_budget` bounds)."""
+        return self._bytes
 
     @property
     def subscriber_count(self) -> int:
@@ -246,14 +259,20 @@ class SequencedHub:
             for index, record in enumerate(records):
                 sequence = self._latest + 1 + index
                 self._sequences.append(sequence)
-                self._shares.setdefault(self.share_of(record), deque()).append(sequence)
+                share = self.share_of(record)
+                self._shares.setdefault(share, deque()).append(sequence)
+                size = len(encoded[index][0])
+                self._bytes += size
+                self._share_bytes[share] = self._share_bytes.get(share, 0) + size
             self._records.extend(records)
             self._jsons.extend(data for data, _ in encoded)
             self._frames.extend(frame for _, frame in encoded)
             self._latest += len(records)
             self._kept += len(records)
             while self._kept > self._retention:
-                self._evict()
+                self._evict(by_bytes=False)
+            while self._byte_budget is not None and self._bytes > self._byte_budget:
+                self._evict(by_bytes=True)
             cuts: list[Wake] = []
             if self._holes >= self._slack:
                 self._compact()
@@ -263,14 +282,23 @@ class SequencedHub:
             call()
         return records
 
-    def _evict(self) -> None:
-        # Under the lock: the oldest record of the largest share (of equals, the one whose
-        # oldest is oldest) leaves a hole.
-        share, kept = max(self._shares.items(), key=lambda item: (len(item[1]), -item[1][0]))
+    def _evict(self, by_bytes: bool) -> None:
+        # Under the lock: the oldest record of the largest share (by count, or by bytes; of
+        # equals, the one whose oldest is oldest) leaves a hole.
+        if by_bytes:
+            share, kept = max(
+                self._shares.items(), key=lambda item: (self._share_bytes[item[0]], -item[1][0])
+            )
+        else:
+            share, kept = max(self._shares.items(), key=lambda item: (len(item[1]), -item[1][0]))
         sequence = kept.popleft()
+        index = bisect.bisect_left(self._sequences, sequence)
+        size = len(self._jsons[index] or b"")
+        self._bytes -= size
+        self._share_bytes[share] -= size
         if not kept:
             del self._shares[share]
-        index = bisect.bisect_left(self._sequences, sequence)
+            del self._share_bytes[share]
         self._records[index] = self._jsons[index] = self._frames[index] = None
         self._holes += 1
         self._kept -= 1

@@ -16,10 +16,17 @@ Theory of operation (seed 000 "MCP operations and correlation", states.toml `app
 - The Workbench relays a binding's notifications to the App's frame: `notifications(...)`
   gives them in order to a stream (the apps notifications route), which ends once the binding
   is settled or closed. The newest `app-binding-retention` bindings are kept.
+- Memory: a binding's notifications carry what the MCP server answered (a CallToolResult can
+  be megabytes), so they are charged to the server's retention budget (`_budget`) at their
+  encoded size, and credited when the binding is forgotten. Its reclaimer comes after the
+  invocations' (their oldest events go first): ended bindings give their notifications up,
+  oldest first, then the oldest live ones. A binding that gave some up says so in its record
+  (`retention`, McpAppRetention); its stream goes on from the next notification it still has.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -30,6 +37,7 @@ from typing import Any
 from bundle_contract._generated.errors import RouteNotFound
 from bundle_contract._spec import get_spec
 from bundle_contract._states import state_machine
+from bundle_server._budget import RetentionBudget
 from bundle_server._ids import new_id
 
 TOOL_INPUT = "ui/notifications/tool-input"
@@ -48,52 +56,120 @@ def notification(method: str, params: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": method, "params": params}
 
 
+def encoded_size(message: Any) -> int:
+    """A notification's size as its stream sends it (compact JSON, UTF-8). Its params came
+    parsed from a request body, so there is no encoding to reuse: it is encoded once here."""
+    return len(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode())
+
+
 @dataclass
 class Binding:
     binding_id: str
     session_id: str
     tool_name: str
     state: str = "pending"
+    # The notifications still held: the newest ones (the budget empties a binding whole), so
+    # notification number `evicted + i` is `notifications[i]`.
     notifications: list[dict[str, Any]] = field(default_factory=list)
     wakes: set[Wake] = field(default_factory=set)
+    held_bytes: int = 0  # what `notifications` hold, as charged to the retention budget
+    evicted: int = 0  # notifications the budget took
+    evicted_bytes: int = 0
 
     @property
     def ended(self) -> bool:
         return self.state in ("settled", "closed")
 
+    @property
+    def produced(self) -> int:
+        return self.evicted + len(self.notifications)
+
+    def add(self, message: dict[str, Any]) -> int:
+        """Hold one more notification; its size (to charge)."""
+        size = encoded_size(message)
+        self.notifications.append(message)
+        self.held_bytes += size
+        return size
+
+    def drop_for_budget(self) -> int:
+        """Give every held notification up (the budget needs the bytes); the bytes freed."""
+        freed = self.held_bytes
+        self.evicted += len(self.notifications)
+        self.evicted_bytes += freed
+        self.notifications.clear()
+        self.held_bytes = 0
+        return freed
+
+    def unsent(self, sent: int) -> list[dict[str, Any]]:
+        """The notifications numbered from `sent` on that are still held."""
+        return self.notifications[max(0, sent - self.evicted) :]
+
     def record(self) -> dict[str, Any]:
-        """McpAppBinding."""
-        return {
+        """McpAppBinding, with `retention` once the budget took notifications."""
+        record: dict[str, Any] = {
             "bindingId": self.binding_id,
             "mcpSessionId": self.session_id,
             "toolName": self.tool_name,
             "state": self.state,
         }
+        if self.evicted:
+            record["retention"] = {
+                "producedNotifications": self.produced,
+                "evictedNotifications": self.evicted,
+                "evictedBytes": self.evicted_bytes,
+                "retainedBytes": self.held_bytes,
+                "causes": {
+                    "memoryBudget": {"notifications": self.evicted, "bytes": self.evicted_bytes}
+                },
+            }
+        return record
 
 
 class AppBindings:
     """The App bindings of one server (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: RetentionBudget | None = None) -> None:
         self.lock = threading.Lock()
         self._bindings: OrderedDict[str, Binding] = OrderedDict()
         self._machine = state_machine("app-binding")
+        # The server's byte budget (shared with the invocations, registered before us).
+        self._budget = budget or RetentionBudget()
+        self._budget.add_reclaimer(self._reclaim)
 
     def mount(self, session_id: str, tool_name: str, arguments: Any) -> dict[str, Any]:
         binding = Binding(new_id(get_spec().schemas["BindingId"]["pattern"]), session_id, tool_name)
         binding.state = self._machine.next_state(None, "POST apps without result")
-        binding.notifications.append(notification(TOOL_INPUT, {"arguments": arguments}))
+        size = binding.add(notification(TOOL_INPUT, {"arguments": arguments}))
         with self.lock:
             self._bindings[binding.binding_id] = binding
+            self._budget.charge(size)
             excess = len(self._bindings) - kept()
             # The oldest ended bindings go first: a pending one still has a stream to end.
             for key in [k for k, b in self._bindings.items() if b.ended][: max(0, excess)]:
-                del self._bindings[key]
+                self._forget(key)
                 excess -= 1
             while excess > 0:
-                self._bindings.popitem(last=False)
+                self._forget(next(iter(self._bindings)))
                 excess -= 1
-            return binding.record()
+            record = binding.record()
+        self._budget.settle()
+        return record
+
+    def _forget(self, binding_id: str) -> None:
+        # Under the lock: the binding is gone, and so are the bytes it held.
+        self._budget.charge(-self._bindings.pop(binding_id).drop_for_budget())
+
+    def _reclaim(self) -> bool:
+        """The retention budget's reclaimer: the oldest ended binding still holding
+        notifications gives them up, else the oldest live one. False when none holds any."""
+        with self.lock:
+            holding = [b for b in self._bindings.values() if b.held_bytes]
+            victim = next((b for b in holding if b.ended), holding[0] if holding else None)
+            if victim is None:
+                return False
+            self._budget.charge(-victim.drop_for_budget())
+            self._wake(victim)  # its stream learns of the drop (the record says so)
+            return True
 
     def settle(self, binding_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """McpBindingResultResponse for a result or a cancel; AB8022 once the binding closed."""
@@ -109,13 +185,16 @@ class AppBindings:
                 self._machine.next_state(binding.state, trigger)
                 return {"accepted": False, "binding": binding.record()}
             binding.state = self._machine.next_state(binding.state, trigger)
-            binding.notifications.append(
+            size = binding.add(
                 notification(TOOL_CANCELLED, {"reason": "cancelled"})
                 if cancelled
                 else notification(TOOL_RESULT, body["result"])
             )
+            self._budget.charge(size)
             self._wake(binding)
-            return {"accepted": True, "binding": binding.record()}
+            answer = {"accepted": True, "binding": binding.record()}
+        self._budget.settle()  # the result was charged; this one may be the next to go
+        return answer
 
     def close_session(self, session_id: str) -> list[dict[str, Any]]:
         """The MCP session ended: its bindings close (and their streams end); those closed."""

@@ -80,8 +80,10 @@ def notifications(call: Call) -> Response:
         sent = 0
         while hangup is None or not hangup.gone:
             with apps.lock:
-                fresh = binding.notifications[sent:]
-                sent = len(binding.notifications)
+                # Numbered from the first: ones the retention budget took are skipped (the
+                # end frame's binding says how many), the rest follow in order.
+                fresh = binding.unsent(sent)
+                sent = binding.produced
                 ended = binding.record() if binding.ended else None
             chunk = b"".join(event("notification", item) for item in fresh)
             if ended is not None:

@@ -44,6 +44,7 @@ from bundle_contract._generated.errors import (
     ServiceUnavailable,
 )
 from bundle_contract._spec import get_spec
+from bundle_server._budget import RetentionBudget
 from bundle_server.mcp.apps import AppBindings
 from bundle_server.mcp.bridge import AsyncBridge, BridgeClosed
 from bundle_server.mcp.connection import McpConnection, McpDown
@@ -281,13 +282,15 @@ class McpService:
         installs: Path | None,
         publish: Publish | None = None,
         bridge: AsyncBridge | None = None,
+        budget: RetentionBudget | None = None,
     ) -> None:
         self._active_epoch = active_epoch
         self._epochs = epochs
         self._installs = installs
         self._publish = publish
         self.bridge = bridge or AsyncBridge()
-        self.apps = AppBindings()
+        # App notifications are charged to the server's retention budget (mcp/apps.py).
+        self.apps = AppBindings(budget)
         # On the bridge's loop only: launch id -> its connection, and the opening locks.
         self._connections: dict[str, McpConnection] = {}
         self._opening: dict[str, asyncio.Lock] = {}

@@ -6,6 +6,14 @@ Details are bounded (`trace-details-bytes`): larger ones are replaced by a note,
 mid-value. Replay, gaps (`trace.gap`) and subscribers are `SequencedHub`'s; each source is a
 share of the retention, so a flood from one source evicts its own entries and the gap counts
 what was dropped per source (`droppedBySource`).
+
+Bytes: the retention counts entries, and an entry's free text (summary, kind, href, correlation
+values: publishers copy names and words of project code and MCP servers into them) had no
+bound, so 10,000 entries could hold gigabytes. The hub keeps at most `trace-bytes-budget` of
+entries (their JSON, encoded; past it the oldest entry of the source holding the most bytes
+goes, counted in the gap like any other), and an entry's text is cut to a 1024th of that
+budget (the longest string halved, marked with an ellipsis, until it fits), so one entry never
+takes more than a small part of it.
 """
 
 from __future__ import annotations
@@ -30,6 +38,13 @@ __all__ = ["SubscriberLagged", "Subscription", "TraceHub", "parse_cursor"]
 Entry = dict[str, Any]
 # The keys `publish` takes as parameters; the rest of an entry dict are its optional keys.
 STATED = frozenset({"source", "kind", "summary", "correlation"})
+# The entry's free text (see the module docstring): what `_cut` shortens.
+TEXT_KEYS = ("summary", "kind", "href")
+
+
+def entry_text_limit(budget: int) -> int:
+    """The most characters of free text one entry keeps (trace-bytes-budget / 1024)."""
+    return max(256, budget // 1024)
 
 
 class TraceHub(SequencedHub):
@@ -48,9 +63,18 @@ class TraceHub(SequencedHub):
         source: str = record["source"]
         return source
 
-    def __init__(self, retention: int | None = None, queue_capacity: int | None = None) -> None:
+    def __init__(
+        self,
+        retention: int | None = None,
+        queue_capacity: int | None = None,
+        byte_budget: int | None = None,
+    ) -> None:
         spec = get_spec()
-        super().__init__(retention or spec.limit("trace-retention")["maximum"], queue_capacity)
+        byte_budget = byte_budget or spec.limit("trace-bytes-budget")["maximum"]
+        super().__init__(
+            retention or spec.limit("trace-retention")["maximum"], queue_capacity, byte_budget
+        )
+        self._text_limit = entry_text_limit(byte_budget)
         self._details_limit = spec.limit("trace-details-bytes")["maximum"]
         self._is_valid = compiled_is_valid("TraceEntry.json")
 
@@ -101,6 +125,7 @@ class TraceHub(SequencedHub):
             "correlation": dict(correlation or {}),
         }
         entry.update(optional)
+        _cut(entry, self._text_limit)
         if "details" in entry:
             entry["details"] = self._bounded(entry["details"])
 
@@ -122,3 +147,22 @@ class TraceHub(SequencedHub):
         if size <= self._details_limit:
             return details
         return {"omitted": "details above the size limit", "bytes": size}
+
+
+def _cut(entry: Entry, limit: int) -> None:
+    """Cut the entry's free text to `limit` characters in all: the longest string is halved
+    (and marked) until it fits. Counting characters costs no encoding on the hot path."""
+    correlation = entry["correlation"]
+    sizes = {key: len(entry[key]) for key in TEXT_KEYS if isinstance(entry.get(key), str)}
+    sizes |= {("correlation", k): len(v) for k, v in correlation.items() if isinstance(v, str)}
+    while sum(sizes.values()) > limit:
+        longest = max(sizes, key=lambda key: sizes[key])
+        text: str = correlation[longest[1]] if isinstance(longest, tuple) else entry[longest]
+        if len(text) <= 16:
+            return  # only short strings left: nothing to gain
+        shorter = text[: len(text) // 2] + "…"
+        if isinstance(longest, tuple):
+            correlation[longest[1]] = shorter
+        else:
+            entry[longest] = shorter
+        sizes[longest] = len(shorter)
