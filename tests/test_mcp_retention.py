@@ -14,6 +14,7 @@ notifications up and say so, and the newest is whole.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,8 @@ import pytest
 from _budget_server import BudgetServer
 
 from bundle_contract._schemas import reference_validator
+from bundle_contract._spec import get_spec
+from bundle_server.mcp.connection import StderrPipe
 
 MIB = 1 << 20
 BUDGET = 16 * MIB
@@ -111,3 +114,18 @@ def test_app_notifications_of_a_flooding_server_stay_within_the_budget(
         "retainedBytes": 0,
         "causes": {"memoryBudget": {"notifications": 2, "bytes": dropped}},
     }
+
+
+def test_a_server_stderr_line_without_end_is_read_in_bounded_pieces() -> None:
+    """An MCP server writing one endless line to stderr cannot grow the server: the line is
+    read (and logged, and kept in the failure tail) log-message characters at a time."""
+    limit = get_spec().limit("log-message")["maximum"]
+    pipe = StderrPipe("endless")
+    pipe.file.write("x" * (limit * 30))
+    pipe.file.flush()
+    deadline = time.monotonic() + 10
+    while len(pipe.tail) < pipe.tail.maxlen and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.01)
+    pipe.close()
+    assert len(pipe.tail) == pipe.tail.maxlen
+    assert all(len(piece) == limit for piece in pipe.tail)

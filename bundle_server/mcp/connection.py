@@ -45,6 +45,7 @@ from mcp.types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import TypeAdapter
 
 from bundle_contract._owner import process_owner
+from bundle_contract._spec import get_spec
 from bundle_server.mcp.launches import Launch
 from bundle_server.mcp.wire import SENDING, Exchange, TapRead, TapWrite, Wire
 
@@ -69,11 +70,15 @@ class StderrPipe:
         threading.Thread(target=self._read, name=f"mcp-stderr {server}", daemon=True).start()
 
     def _read(self) -> None:
+        # A line is read at most log-message characters at a time: a server writing one
+        # endless line without a newline must not grow this process (the rest of the line
+        # comes as the next pieces).
+        limit = get_spec().limit("log-message")["maximum"]
         with self._reader:
-            for line in self._reader:
+            while line := self._reader.readline(limit):
                 text = line.rstrip("\n")
                 self.tail.append(text)
-                logger.info("mcp %s: %s", self._server, text[:2000])
+                logger.info("mcp %s: %s", self._server, text)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
