@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from _projects import config, write_project
 
-from bundle_contract._build import build_project
+from bundle_contract._build import DigestCache, build_project
 
 SECRET = b"SECRET-OUTSIDE-THE-PROJECT"
 
@@ -249,3 +249,29 @@ def test_a_file_name_that_is_not_utf8_is_one_line_from_bundle_build_and_the_serv
     finished = next(r for r in replies if r.get("event") == "finished")["result"]
     assert finished["ok"] is False
     assert [f"error {d['code']} {d['message']}" for d in finished["diagnostics"]] == lines
+
+
+@pytest.mark.parametrize("planted", ["file", "folder"])
+def test_a_link_planted_in_the_previous_artifact_is_never_shared_into_the_next(
+    tmp_path: Path, planted: str
+) -> None:
+    project = write_project(tmp_path / "p", config(targets=["host_a"]), files={"lib/a.txt": "in"})
+    for path in project.rglob("*"):  # older than the racy window: the cache vouches for them
+        os.utime(path, ns=(10**18, 10**18), follow_symlinks=False)
+    out = project / ".bundle" / "artifact"  # where bundle-build writes: a clone may bring it
+    cache = DigestCache()
+    assert build_project(project, out, cache=cache, previous=out).ok
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.txt").write_bytes(SECRET)  # same filesystem: a hard link could reach it
+    if planted == "file":
+        (out / "src" / "lib" / "a.txt").unlink()
+        (out / "src" / "lib" / "a.txt").symlink_to(outside / "a.txt")
+    else:
+        shutil.rmtree(out / "src" / "lib")
+        (out / "src" / "lib").symlink_to(outside)
+    result = build_project(project, out, cache=cache, previous=out)
+    assert result.ok, result.diagnostics
+    files = shipped_bytes(out)
+    assert files["src/lib/a.txt"] == files["hosts/host_a/src/lib/a.txt"] == b"in"
+    assert not [p for p, data in files.items() if SECRET in data]

@@ -91,6 +91,7 @@ def snapshot(
     result = Snapshot()
     now_ns = time.time_ns()
     made: set[Path] = set()
+    earlier = _tree.Beneath(previous) if previous is not None else None
     root_fd = _tree.open_root(root)
     try:
         for entry in _tree.walk(root_fd, root, layout, result.refused, excluded=_ids(excluded)):
@@ -105,9 +106,9 @@ def snapshot(
             digest = cache.known(known)
             if (
                 digest is not None
-                and previous is not None
+                and earlier is not None
                 and previous_digests.get(target_relative) == digest
-                and _share(previous / target_relative, target)
+                and _share(earlier, target_relative, target)
             ):
                 result.files[entry.relative] = Copied(target_relative, known.size, digest)
                 continue
@@ -116,11 +117,13 @@ def snapshot(
             except _tree.BecameLink:
                 result.refused.links.append(_tree.link_of(entry, root))
                 continue
-            if previous is not None and previous_digests.get(target_relative) == copied.sha256:
-                _share(previous / target_relative, target)  # the same bytes: share its inode
+            if earlier is not None and previous_digests.get(target_relative) == copied.sha256:
+                _share(earlier, target_relative, target)  # the same bytes: share its inode
             result.files[entry.relative] = copied
     finally:
         os.close(root_fd)
+        if earlier is not None:
+            earlier.close()
     cache.prune(set(result.files))
     return result
 
@@ -141,9 +144,7 @@ def _copy_entry(
 ) -> Copied:
     """Copy one file from the descriptor that was checked, hashing what is written."""
     try:
-        fd, info = _tree.open_regular(entry)
-    except _tree.BecameLink:
-        raise
+        fd, info = _tree.open_regular(entry)  # BecameLink goes to the caller: a link now
     except OSError as exc:
         raise _unreadable(entry.relative, exc) from exc
     digest = hashlib.sha256()
@@ -168,15 +169,20 @@ def _copy_entry(
     return Copied(target_relative, size, sha256)
 
 
-def _share(existing: Path, target: Path) -> bool:
-    """Make `target` a hard link to the previous epoch's `existing`, replacing a copy there.
+def _share(earlier: _tree.Beneath, relative: str, target: Path) -> bool:
+    """Make `target` a hard link to the previous epoch's file at `relative`, replacing a copy.
 
-    The link is made without following a link at `existing` and kept only when it names a
-    regular file: an artifact directory is ours, but it sits where others can write too.
+    The previous artifact is ours, but it sits where others can write too (a project's
+    .bundle/artifact may even come with a clone): it is reached without following any link,
+    and the link is kept only when it names a regular file.
     """
+    directory, _, name = relative.rpartition("/")
+    directory_fd = earlier.directory(directory)
+    if directory_fd is None:
+        return False
     temporary = target.with_name(f".{target.name}.{os.urandom(4).hex()}.link")
     try:
-        os.link(existing, temporary, follow_symlinks=False)
+        os.link(name, temporary, src_dir_fd=directory_fd, follow_symlinks=False)
     except OSError:
         return False  # another filesystem, or the old epoch was pruned: copy instead
     try:

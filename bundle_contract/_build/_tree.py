@@ -19,7 +19,7 @@ import errno
 import os
 import stat as stat_module
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bundle_contract._build._layout import Layout
@@ -53,12 +53,8 @@ class Link:
 class Refused:
     """What the walk found and left out, for the build's diagnostics."""
 
-    links: list[Link]
-    names: list[str]  # project-relative paths whose name is not UTF-8, escaped for display
-
-    def __init__(self) -> None:
-        self.links = []
-        self.names = []
+    links: list[Link] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)  # not UTF-8: printable() paths
 
 
 class BecameLink(Exception):
@@ -155,6 +151,41 @@ def open_regular(entry: Entry) -> tuple[int, os.stat_result]:
         raise OSError(errno.EINVAL, "no longer a regular file")
     os.set_blocking(fd, True)
     return fd, info
+
+
+class Beneath:
+    """Directories below `root` opened without following any link (the root included), the
+    last one kept open: for reading an earlier artifact that sits where others can write."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._relative: str | None = None
+        self._fd: int | None = None
+
+    def directory(self, relative: str) -> int | None:
+        """A descriptor of `root/relative`, or None when a part is missing or is a link."""
+        if relative == self._relative:
+            return self._fd
+        self.close()
+        try:
+            fd = os.open(self._root, _DIRECTORY_FLAGS)
+        except OSError:
+            return None
+        for part in filter(None, relative.split("/")):
+            try:
+                child = os.open(part, _DIRECTORY_FLAGS, dir_fd=fd)
+            except OSError:
+                os.close(fd)
+                return None
+            os.close(fd)
+            fd = child
+        self._relative, self._fd = relative, fd
+        return fd
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        self._relative, self._fd = None, None
 
 
 def link_of(entry: Entry, root: Path) -> Link:
