@@ -170,7 +170,8 @@ def _copy_entry(
 
 
 def _share(earlier: _tree.Beneath, relative: str, target: Path) -> bool:
-    """Make `target` a hard link to the previous epoch's file at `relative`, replacing a copy.
+    """Make `target` a hard link to the previous epoch's file at `relative` (replacing a copy
+    already there).
 
     The previous artifact is ours, but it sits where others can write too (a project's
     .bundle/artifact may even come with a clone): it is reached without following any link,
@@ -180,19 +181,20 @@ def _share(earlier: _tree.Beneath, relative: str, target: Path) -> bool:
     directory_fd = earlier.directory(directory)
     if directory_fd is None:
         return False
-    temporary = target.with_name(f".{target.name}.{os.urandom(4).hex()}.link")
+    replacing = os.path.lexists(target)
+    made = target.with_name(f".{target.name}.{os.urandom(4).hex()}.link") if replacing else target
     try:
-        os.link(name, temporary, src_dir_fd=directory_fd, follow_symlinks=False)
+        os.link(name, made, src_dir_fd=directory_fd, follow_symlinks=False)
     except OSError:
         return False  # another filesystem, or the old epoch was pruned: copy instead
     try:
-        if not stat_module.S_ISREG(os.lstat(temporary).st_mode):
-            os.unlink(temporary)
-            return False
-        os.replace(temporary, target)
+        if not stat_module.S_ISREG(os.lstat(made).st_mode):
+            raise OSError("not a regular file")
+        if replacing:
+            os.replace(made, target)
     except OSError:
         with contextlib.suppress(OSError):
-            os.unlink(temporary)
+            os.unlink(made)
         return False
     return True
 
