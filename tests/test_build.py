@@ -104,14 +104,14 @@ def test_a_rebuild_reads_only_the_files_whose_stat_changed(
             os.utime(path, ns=(10**18, 10**18))
     from bundle_contract._build import _sources
 
-    real = _sources._hash
+    real = _sources._copy_entry
     read: list[str] = []
 
-    def counting(source):  # type: ignore[no-untyped-def]
-        read.append(source.relative)
-        return real(source)
+    def counting(entry, *args):  # type: ignore[no-untyped-def]
+        read.append(entry.relative)
+        return real(entry, *args)
 
-    monkeypatch.setattr(_sources, "_hash", counting)
+    monkeypatch.setattr(_sources, "_copy_entry", counting)
     cache = DigestCache()
     first = build_project(project, epochs=tmp_path / "epochs", cache=cache)
     assert first.ok and first.epoch is not None
@@ -321,15 +321,16 @@ def test_a_file_deleted_during_the_build_fails_the_attempt_cleanly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = write_project(tmp_path / "p", files={"data/big.txt": "x" * 1000})
-    from bundle_contract._build import _builder
+    from bundle_contract._build import _tree
 
-    real = _builder.digest_sources
+    real = _tree.open_regular
 
-    def racing(sources, cache):  # type: ignore[no-untyped-def]
-        (project / "data" / "big.txt").unlink()
-        return real(sources, cache)
+    def racing(entry):  # type: ignore[no-untyped-def]
+        if entry.relative == "data/big.txt":  # listed, then removed before it is opened
+            (project / "data" / "big.txt").unlink()
+        return real(entry)
 
-    monkeypatch.setattr(_builder, "digest_sources", racing)
+    monkeypatch.setattr(_tree, "open_regular", racing)
     error = only_error(build_project(project, tmp_path / "out"))
     assert error["code"] == "BX4708" and error["path"] == "data/big.txt"
     assert not (tmp_path / "out").exists()
@@ -500,7 +501,7 @@ def test_prebuilts_ship_their_payload_without_ignored_files_or_outside_links(
     }
     assert "payloads/vendor-tool/index.js" in shipped
     assert not any(".git" in path or ".env" in path or "leak" in path for path in shipped)
-    assert [d["path"] for d in result.diagnostics if d["code"] == "BX4708"] == [
+    assert [d["path"] for d in result.diagnostics if d["code"] == "BX4901"] == [
         "vendor/tool/leak.txt"
     ]
 

@@ -2,8 +2,10 @@
 
 Theory of operation, in the order a build runs:
 
-1. scan and hash the project's sources (`_sources`, with the digest cache): the content
-   revision is known before any project code runs, so a started attempt can name it;
+1. stage the project's sources (`_sources` over `_tree`: walked through directory
+   descriptors, no symbolic link followed, each file opened once and copied from the
+   descriptor that was checked, hashed as it is written, the digest cache sparing unchanged
+   files): what ships and the content revision are fixed before any project code runs;
 2. load the config (`_config_file`: runs bundle.config.py or parses bundle.config.json) and
    check its references (`_references`: imports handlers, parses compiled MCP servers);
 3. write everything into a staging directory beside the destination: the sources under
@@ -27,12 +29,13 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from bundle_contract._build._config_file import load_config
-from bundle_contract._build._diagnostics import diagnostic
+from bundle_contract._build._diagnostics import diagnostic, link_warnings, unshippable_names
 from bundle_contract._build._layout import Layout, layout
 from bundle_contract._build._projection import (
     Projection,
@@ -46,10 +49,10 @@ from bundle_contract._build._references import check_config, payload_id, project
 from bundle_contract._build._sources import (
     Copied,
     DigestCache,
-    copy_sources,
-    digest_sources,
+    Snapshot,
+    alias_staged,
     revision,
-    scan,
+    snapshot,
     write_generated,
 )
 from bundle_contract._error_bases import ContractError
@@ -66,6 +69,7 @@ COMPILER = "bundle-devkit"
 COMPILER_RECORD_VERSION = 1
 
 
+@cache  # importlib.metadata reads the distribution's files: a fifth of a small build
 def _compiler_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -119,9 +123,10 @@ def build_project(
     """Build the project at `project_root`; never raises for a problem of the project.
 
     Exactly one of `out` (the artifact root to write, replaced atomically when it exists) and
-    `epochs` (a directory where the artifact is published as `<epoch id>/`). `previous` is an earlier artifact root whose unchanged
-    files are hard-linked rather than copied; `cache` keeps source digests between builds.
-    `on_started(started_at, source_revision)` is called once the sources are hashed.
+    `epochs` (a directory where the artifact is published as `<epoch id>/`). `previous` is an
+    earlier artifact root whose unchanged files are hard-linked rather than copied; `cache`
+    keeps source digests between builds. `on_started(started_at, source_revision)` is called
+    once the sources are staged, before any project code runs.
     """
     clock = time.perf_counter()
     started_at = utc_timestamp()
@@ -133,12 +138,24 @@ def build_project(
     try:
         if (out is None) == (epochs is None):
             raise ValueError("give exactly one of out= and epochs=")
-        outside: list[str] = []
-        sources = scan(
-            root, spec_layout, exclude=out if out is not None else epochs, outside=outside
+        parent = out.parent if out is not None else epochs
+        assert parent is not None
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(_staging_dir(parent))
+        # The sources are staged before any project code runs: what ships is the project as
+        # the build found it, read once, whatever the config changes afterwards.
+        snap = snapshot(
+            root,
+            spec_layout,
+            staging,
+            cache,
+            previous=previous,
+            previous_digests=_previous_digests(previous),
+            excluded=[out if out is not None else parent, staging],
         )
-        digests = digest_sources(sources, cache)
-        result.source_revision = revision(digests)
+        if snap.refused.names:
+            raise _Failed(unshippable_names(snap.refused))
+        result.source_revision = revision(snap.digests)
         if on_started is not None:
             on_started(started_at, result.source_revision)
         with project_imports(root):
@@ -146,20 +163,13 @@ def build_project(
                 root, spec_layout, command=command, mode=mode, selected_targets=selected_targets
             )
             result.config = config
-            problems = check_config(root, config, config_name)
+            problems = check_config(root, config, config_name, frozenset(snap.files))
         if problems:
             raise _Failed(problems)
-        parent = out.parent if out is not None else epochs
-        assert parent is not None
-        parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(_staging_dir(parent))
         epoch, warnings = _write_artifact(
             staging,
-            root,
             config,
-            sources,
-            digests,
-            previous,
+            snap,
             spec_layout,
             python,
             source_revision=result.source_revision,
@@ -171,16 +181,7 @@ def build_project(
         epoch["createdAt"] = utc_timestamp()
         result.epoch = epoch
         result.artifact = str(final)
-        result.diagnostics = [
-            diagnostic(
-                SourceUnreadable(
-                    f"{relative}: a symbolic link leading outside the project; not shipped",
-                    {"path": relative},
-                ),
-                "warning",
-            )
-            for relative in outside
-        ] + warnings
+        result.diagnostics = link_warnings(snap.refused) + warnings
         result.ok = True
     except _Failed as failure:
         result.diagnostics = [diagnostic(problem) for problem in failure.problems]
@@ -218,22 +219,15 @@ def _staging_dir(parent: Path) -> str:
 
 def _write_artifact(
     staging: Path,
-    project_root: Path,
     config: Mapping[str, Any],
-    sources: list[Any],
-    digests: Mapping[str, str],
-    previous: Path | None,
+    snap: Snapshot,
     spec_layout: Layout,
     python: str,
     *,
     source_revision: str,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    previous_digests = _previous_digests(previous)
-    files: list[tuple[Copied, str]] = []
-    copied = copy_sources(
-        sources, digests, staging, spec_layout.sources, previous, previous_digests
-    )
-    files += [(item, "bundle") for item in copied]
+    staged = [snap.files[relative] for relative in sorted(snap.files)]
+    files: list[tuple[Copied, str]] = [(item, "bundle") for item in staged]
     for server in config.get("mcpServers", []):
         if server["kind"] == "compiled":
             text = launcher_source(server["server"], spec_layout.sources)
@@ -243,19 +237,15 @@ def _write_artifact(
             )
     payloads = []
     for prebuilt in config.get("prebuilts", []):
-        # The payload's files as the scan found them: ignore rules and the symlink rule hold.
+        # The payload's files as the snapshot staged them: ignore rules and the link rule hold.
         prefix = prebuilt["directory"].strip("/") + "/"
-        inside = [
-            replace(source, relative=source.relative.removeprefix(prefix))
-            for source in sources
-            if source.relative.startswith(prefix)
-        ]
-        payload_digests = {s.relative: digests[prefix + s.relative] for s in inside}
         base = payload_path(prebuilt["directory"])
-        copied_payload = copy_sources(
-            inside, payload_digests, staging, base, previous, previous_digests
-        )
-        files += [(item, "prebuilt") for item in copied_payload]
+        aliases = [
+            (snap.files[relative], f"{base}/{relative.removeprefix(prefix)}")
+            for relative in sorted(snap.files)
+            if relative.startswith(prefix)
+        ]
+        files += [(item, "prebuilt") for item in alias_staged(staging, aliases)]
         payload: dict[str, Any] = {"id": payload_id(prebuilt["directory"]), "path": base}
         if prebuilt["packages"]:
             payload["runtimeDependencies"] = list(prebuilt["packages"])
@@ -265,7 +255,14 @@ def _write_artifact(
     shared = [item for item, _kind in files]
     projections: list[Projection] = [
         write_projection(
-            staging, project_root, host, config, servers, spec_layout, shared=shared, python=python
+            staging,
+            host,
+            config,
+            servers,
+            spec_layout,
+            shared=shared,
+            sources=snap.files,
+            python=python,
         )
         for host in config["targets"]
     ]

@@ -7,7 +7,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+from bundle_contract._build._tree import Refused
 from bundle_contract._error_bases import ContractError
+from bundle_contract._generated.errors import LinkNotShipped, SourceNameInvalid
 from bundle_contract._manifest._diagnostics import as_diagnostic
 
 
@@ -16,6 +18,36 @@ def diagnostic(
 ) -> dict[str, Any]:
     """`{code, severity, message, path?, line?}` of a contract error, as plain data."""
     return as_diagnostic(error, severity).to_json()
+
+
+def link_warnings(refused: Refused) -> list[dict[str, Any]]:
+    """One LinkNotShipped warning per symbolic link the build left out (DIAG-101, DIAG-102)."""
+    return [
+        diagnostic(
+            LinkNotShipped(
+                f"{link.relative}: a symbolic link leading outside the project; not shipped"
+                if link.outside
+                else f"{link.relative}: a symbolic link; not shipped (links are never followed,"
+                " even inside the project: put the file itself there)",
+                {"path": link.relative},
+            ),
+            "warning",
+        )
+        for link in refused.links
+    ]
+
+
+def unshippable_names(refused: Refused) -> list[ContractError]:
+    """One SourceNameInvalid per project path whose name is not UTF-8 (DIAG-105): the one
+    message `bundle-build` prints and the development server reports."""
+    return [
+        SourceNameInvalid(
+            f"{name}: the file name is not UTF-8; rename it (an artifact names its files in"
+            " UTF-8 JSON)",
+            {"path": name},
+        )
+        for name in refused.names
+    ]
 
 
 def project_location(root: Path, tb: TracebackType | None) -> tuple[str, int] | None:

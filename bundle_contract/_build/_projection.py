@@ -15,7 +15,6 @@ names its plugin root (hosts.toml root_variable, mcp_reference).
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from typing import Any
 
 from bundle_contract._build._layout import Layout
 from bundle_contract._build._references import hook_handlers, payload_id
-from bundle_contract._build._sources import Copied, link_staged, write_generated
+from bundle_contract._build._sources import Copied, alias_staged, link_staged, write_generated
 from bundle_contract._host_plugin import (
     host_row,
     interpreter_source,
@@ -122,17 +121,18 @@ def launcher_source(reference: str, sources: str) -> str:
 
 def write_projection(
     staging: Path,
-    project_root: Path,
     host: str,
     config: Mapping[str, Any],
     mcp_servers: list[dict[str, Any]],
     layout: Layout,
     *,
     shared: Sequence[Copied] = (),
+    sources: Mapping[str, Copied] | None = None,
     python: str = sys.executable,
 ) -> Projection:
     """Write `hosts/<host>/` into the staging artifact and describe it; `shared` are staged
-    artifact files the plugin holds too (sources, launchers, payloads), at the same paths."""
+    artifact files the plugin holds too (sources, launchers, payloads), at the same paths;
+    `sources` are the staged project files by project-relative path (skills come from them)."""
     root = layout.plugin_dir(host)
     projection = Projection(host=host, root=root)
     natives = native_events(host)
@@ -172,7 +172,7 @@ def write_projection(
         projection.files.append((wrapper, "generated"))
         projection.hooks.append({"host": host, "event": native, "path": wrapper.relative})
         bindings.append((native, relative, timeout))
-    for copied, kind in _skills(staging, project_root, root, config, layout):
+    for copied, kind in _skills(staging, sources or {}, root, config, layout):
         projection.files.append((copied, kind))
     entries = _mcp_entries(host, mcp_servers, layout)
     documents = plugin_files(
@@ -220,7 +220,11 @@ def _mcp_entries(host: str, servers: list[dict[str, Any]], layout: Layout) -> di
 
 
 def _skills(
-    staging: Path, project_root: Path, root: str, config: Mapping[str, Any], layout: Layout
+    staging: Path,
+    sources: Mapping[str, Copied],
+    root: str,
+    config: Mapping[str, Any],
+    layout: Layout,
 ) -> Iterator[tuple[Copied, str]]:
     for skill in config.get("skills", []):
         base = f"{root}/{layout.skills}/{skill['name']}"
@@ -230,13 +234,16 @@ def _skills(
             relative = f"{base}/{layout.skill_document}"
             yield write_generated(staging, relative, text, executable=False), "generated"
             continue
-        source_dir = project_root / directory
-        for path in sorted(p for p in source_dir.rglob("*") if p.is_file()):
-            relative = path.relative_to(source_dir).as_posix()
-            if layout.ignored(relative):
-                continue
-            content = path.read_bytes()
-            yield write_generated(staging, f"{base}/{relative}", content, executable=False), "copy"
+        # The skill's files as the snapshot staged them: a link in its folder (to
+        # /proc/self/environ, to ~/.ssh) was never staged, so it cannot reach a host.
+        prefix = directory.strip("/") + "/"
+        aliases = [
+            (sources[relative], f"{base}/{relative.removeprefix(prefix)}")
+            for relative in sorted(sources)
+            if relative.startswith(prefix)
+        ]
+        for copied in alias_staged(staging, aliases):
+            yield copied, "copy"
 
 
 def _skill_document(skill: Mapping[str, Any]) -> bytes:

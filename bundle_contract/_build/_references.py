@@ -5,7 +5,8 @@ will import them: a syntax error, an import error or a missing function fails th
 would ship it, with the file and line. Compiled MCP servers are checked without running them
 (their module is parsed, and the name must be bound at its top level): importing one would load
 its MCP SDK into every build, and the server's own process reports its import errors when it
-is launched. Both run the project's code or read it, so this runs in a build process only, inside `project_imports`.
+is launched. Both run the project's code or read it, so this runs in a build process only,
+inside `project_imports`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from __future__ import annotations
 import ast
 import contextlib
 import importlib
+import os
+import posixpath
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,8 +70,15 @@ def hook_handlers(config: dict[str, Any]) -> Iterator[tuple[str, str, float | No
             yield event, binding["handler"], binding.get("timeout")
 
 
-def check_config(root: Path, config: dict[str, Any], config_name: str) -> list[ContractError]:
-    """Every problem of the config's references, duplicates and skills, in config order."""
+def check_config(
+    root: Path, config: dict[str, Any], config_name: str, shipped: frozenset[str]
+) -> list[ContractError]:
+    """Every problem of the config's references, duplicates and skills, in config order.
+
+    `shipped` are the project-relative files the build staged: a module, a SKILL.md or a
+    prebuilt entry must be one of them, not merely importable or present (a symbolic link is
+    found by the import system, but never ships).
+    """
     found: list[ContractError] = []
     found += _duplicates(config, config_name)
     broken: set[str] = set()  # modules already reported: one import error is one problem
@@ -76,7 +87,7 @@ def check_config(root: Path, config: dict[str, Any], config_name: str) -> list[C
         module = reference.partition(":")[0]
         if module in broken:
             return []
-        problems = _imported(root, reference, where)
+        problems = _imported(root, reference, where, shipped)
         if problems and isinstance(problems[0].details.get("line"), int):
             broken.add(module)
         return problems
@@ -91,27 +102,34 @@ def check_config(root: Path, config: dict[str, Any], config_name: str) -> list[C
     for index, server in enumerate(config.get("mcpServers", [])):
         if server["kind"] == "compiled":
             where = f"{config_name}: mcpServers[{index}].server"
-            found += _bound(root, server["server"], where)
-    found += _skills(root, config, config_name)
-    found += _prebuilts(root, config, config_name)
+            found += _bound(root, server["server"], where, shipped)
+    found += _skills(root, config, config_name, shipped)
+    found += _prebuilts(root, config, config_name, shipped)
     return found
 
 
-def module_file(root: Path, module: str) -> Path | None:
-    """The project file defining dotted `module`, without importing it."""
-    base = root.joinpath(*module.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
+def module_file(root: Path, module: str, shipped: frozenset[str]) -> Path | None:
+    """The shipped project file defining dotted `module`, without importing it."""
+    base = "/".join(module.split("."))
+    for candidate in (f"{base}.py", f"{base}/__init__.py"):
+        if candidate in shipped:
+            return root / candidate
     return None
 
 
-def _imported(root: Path, reference: str, where: str) -> list[ContractError]:
+def _no_module(where: str, reference: str, module_name: str) -> HandlerUnresolved:
+    return HandlerUnresolved(
+        f"{where}: {reference}: no module {module_name!r} among the project's files (a"
+        " symbolic link is not one: links are never shipped)"
+    )
+
+
+def _imported(
+    root: Path, reference: str, where: str, shipped: frozenset[str]
+) -> list[ContractError]:
     module_name, _, attribute = reference.partition(":")
-    if module_file(root, module_name) is None:
-        return [
-            HandlerUnresolved(f"{where}: {reference}: no module {module_name!r} in the project")
-        ]
+    if module_file(root, module_name, shipped) is None:
+        return [_no_module(where, reference, module_name)]
     try:
         module = importlib.import_module(module_name)
     except SyntaxError as error:
@@ -156,13 +174,11 @@ def _imported(root: Path, reference: str, where: str) -> list[ContractError]:
     return []
 
 
-def _bound(root: Path, reference: str, where: str) -> list[ContractError]:
+def _bound(root: Path, reference: str, where: str, shipped: frozenset[str]) -> list[ContractError]:
     module_name, _, attribute = reference.partition(":")
-    path = module_file(root, module_name)
+    path = module_file(root, module_name, shipped)
     if path is None:
-        return [
-            HandlerUnresolved(f"{where}: {reference}: no module {module_name!r} in the project")
-        ]
+        return [_no_module(where, reference, module_name)]
     relative = path.relative_to(root).as_posix()
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
@@ -201,7 +217,9 @@ def _top_level_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def _skills(root: Path, config: dict[str, Any], config_name: str) -> list[ContractError]:
+def _skills(
+    root: Path, config: dict[str, Any], config_name: str, shipped: frozenset[str]
+) -> list[ContractError]:
     found: list[ContractError] = []
     for index, skill in enumerate(config.get("skills", [])):
         where = f"{config_name}: skills[{index}] ({skill['name']})"
@@ -213,25 +231,26 @@ def _skills(root: Path, config: dict[str, Any], config_name: str) -> list[Contra
         if skill.get("instructions"):
             found.append(SkillInvalid(f"{where}: both a directory and instructions; keep one"))
             continue
-        folder = root / directory
-        if not _inside(root, folder) or not folder.is_dir():
+        if not plain_directory(root, directory):
             found.append(SkillInvalid(f"{where}: no directory {directory!r}", {"path": directory}))
-        elif not (folder / layout().skill_document).is_file():
+        elif f"{folder_prefix(directory)}{layout().skill_document}" not in shipped:
             found.append(
                 SkillInvalid(
-                    f"{where}: {directory}/{layout().skill_document} is missing",
+                    f"{where}: {directory}/{layout().skill_document} is missing (or a symbolic"
+                    " link, which never ships)",
                     {"path": f"{directory}/{layout().skill_document}"},
                 )
             )
     return found
 
 
-def _prebuilts(root: Path, config: dict[str, Any], config_name: str) -> list[ContractError]:
+def _prebuilts(
+    root: Path, config: dict[str, Any], config_name: str, shipped: frozenset[str]
+) -> list[ContractError]:
     found: list[ContractError] = []
     directories = {p["directory"] for p in config.get("prebuilts", [])}
     for index, prebuilt in enumerate(config.get("prebuilts", [])):
-        folder = root / prebuilt["directory"]
-        if not _inside(root, folder) or not folder.is_dir():
+        if not plain_directory(root, prebuilt["directory"]):
             found.append(
                 ConfigInvalid(
                     f"{config_name}: prebuilts[{index}]: no directory {prebuilt['directory']!r}",
@@ -253,13 +272,13 @@ def _prebuilts(root: Path, config: dict[str, Any], config_name: str) -> list[Con
         if server["kind"] != "prebuilt":
             continue
         where = f"{config_name}: mcpServers[{index}]"
-        folder = root / server["payload"]
-        entry = folder / server["entry"]
+        prefix = folder_prefix(server["payload"])
+        entry = posixpath.normpath(prefix + server["entry"])
         if server["payload"] not in directories:
             found.append(
                 ConfigInvalid(f"{where}: payload {server['payload']!r} is not a declared prebuilt")
             )
-        elif not _inside(folder, entry) or not entry.is_file():
+        elif not entry.startswith(prefix) or entry not in shipped:
             found.append(
                 ConfigInvalid(f"{where}: no entry {server['entry']!r} in {server['payload']!r}")
             )
@@ -321,5 +340,23 @@ def _duplicates(config: dict[str, Any], config_name: str) -> list[ContractError]
     return found
 
 
-def _inside(root: Path, path: Path) -> bool:
-    return path.resolve().is_relative_to(root.resolve())
+def folder_prefix(directory: str) -> str:
+    """A config's project-relative folder as the prefix of its files' paths: `skills/x/`."""
+    return posixpath.normpath(directory.strip("/")) + "/"
+
+
+def plain_directory(root: Path, directory: str) -> bool:
+    """Whether `directory` is a directory of the project reached without any symbolic link
+    (a folder that is a link is never walked, so nothing of it could ship)."""
+    relative = posixpath.normpath(directory.strip("/"))
+    if relative.startswith("../") or relative in ("..", "."):
+        return False
+    current = root
+    for part in relative.split("/"):
+        current = current / part
+        try:
+            if not stat.S_ISDIR(os.lstat(current).st_mode):
+                return False
+        except OSError:
+            return False
+    return True

@@ -519,6 +519,22 @@ class HandlerUnreachable(DiagnosticError):
     http_status: ClassVar[int] = 422
 
 
+class LinkNotShipped(DiagnosticError):
+    """A project file or directory is a symbolic link: never followed, never shipped, wherever
+    it leads (a warning; the message says whether it leads outside the project).
+    """
+
+    code: ClassVar[str] = "BX4901"
+    http_status: ClassVar[int] = 422
+
+
+class SourceNameInvalid(DiagnosticError):
+    """A project file or directory (not ignored) has a name that is not UTF-8."""
+
+    code: ClassVar[str] = "BX4902"
+    http_status: ClassVar[int] = 422
+
+
 class ManifestVersionUnsupported(ContractError):
     """An artifact manifest whose manifestVersion is not 6."""
 
@@ -694,6 +710,8 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX4707": ProjectAlreadyServed,
     "BX4708": SourceUnreadable,
     "BX4709": HandlerUnreachable,
+    "BX4901": LinkNotShipped,
+    "BX4902": SourceNameInvalid,
     "BX4601": ManifestVersionUnsupported,
     "BX4602": ManifestInvalid,
     "BX4603": ManifestPathUnsafe,
@@ -739,6 +757,7 @@ __all__ = [
     "InvalidDevSession",
     "InvalidRequest",
     "InvocationAlreadyFinal",
+    "LinkNotShipped",
     "MalformedSessionRequest",
     "ManifestDigestInvalid",
     "ManifestDuplicateEntry",
@@ -780,6 +799,7 @@ __all__ = [
     "SessionRequired",
     "SessionServiceUnavailable",
     "SkillInvalid",
+    "SourceNameInvalid",
     "SourceUnreadable",
     "StateRootUnusable",
     "StopOutcome",
