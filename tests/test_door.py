@@ -8,13 +8,14 @@ mounted: the door answers before any handler runs, so a refusal here is the door
 
 from __future__ import annotations
 
+import http.client
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _live import RECEIPT_TOKEN, Server, serve, wait_for
+from _live import RECEIPT_TOKEN, TOKEN, Server, serve, wait_for
 
 from bundle_contract._error_bases import ContractError
 from bundle_contract._validation import validate
@@ -143,3 +144,44 @@ def test_an_invocation_that_could_not_be_published_is_never_stored(tmp_path: Pat
     with pytest.raises(ValueError, match="/requestId"):
         service.start({"routeId": "stop-review", "requestId": "\ud800"})
     assert service.recent(50) == []
+
+
+# --- ambiguous credentials ---------------------------------------------------------------------
+
+
+def send_pairs(server: Server, path: str, pairs: list[tuple[str, str]], body: bytes = b"") -> int:
+    """A request with header lines exactly as given (repeats included); its status."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.putrequest("POST" if body else "GET", path, skip_host=True, skip_accept_encoding=True)
+    for name, value in [("Host", server.host), *pairs]:
+        conn.putheader(name, value)
+    if body:
+        conn.putheader("Content-Length", str(len(body)))
+    conn.endheaders(body or None)
+    try:
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("right_first", [True, False], ids=["right-first", "right-last"])
+def test_two_credentials_are_refused_even_when_one_is_right(
+    server: Server, right_first: bool
+) -> None:
+    def twice(name: str, right: str, wrong: str) -> list[tuple[str, str]]:
+        return [(name, right), (name, wrong)] if right_first else [(name, wrong), (name, right)]
+
+    receipt = (RECEIPT % (json.dumps(EXECUTION), "")).encode()
+    bearer = twice("Authorization", f"Bearer {RECEIPT_TOKEN}", "Bearer wrong")
+    json_type = [("Content-Type", "application/json")]
+    assert send_pairs(server, "/api/trace/receipts", bearer[:1] + json_type, receipt) in (204, 401)
+    assert send_pairs(server, "/api/trace/receipts", bearer + json_type, receipt) == 401
+    assert send_pairs(server, "/api/trace", [("x-bundle-session", TOKEN)]) == 200
+    assert send_pairs(server, "/api/trace", twice("x-bundle-session", TOKEN, "t" * 42)) == 401
+    cookie = f"bundle_session_{server.port}"
+    right, wrong = f"{cookie}={TOKEN}", f"{cookie}={'x' * 43}"
+    assert send_pairs(server, "/api/trace", [("Cookie", right)]) == 200
+    both = f"{right}; {wrong}" if right_first else f"{wrong}; {right}"
+    assert send_pairs(server, "/api/trace", [("Cookie", both)]) == 401

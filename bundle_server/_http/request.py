@@ -81,9 +81,10 @@ def browser_guard(request: Request, secrets: Secrets) -> None:
     """DESIGN.md's order: Host, Origin, then the session value (header, else cookie)."""
     host = check_host(request.headers.get("Host"), secrets.port)
     check_origin(request.headers.get("Origin"), host, secrets.dev_origins)
-    presented = credential_value(auth_row("browser")["credential"], request)
-    if presented is None:
-        presented = request.cookies.get(session_cookie(secrets.port))
+    credential = auth_row("browser")["credential"]
+    presented = credential_value(credential, request)
+    if presented is None and not request.headers.getlist(credential["name"]):
+        presented = only_value(request.cookies.getlist(session_cookie(secrets.port)))
     check_session(presented, secrets.session_token)
 
 
@@ -95,7 +96,7 @@ def receipt_guard(request: Request, secrets: Secrets) -> None:
     check_host(request.headers.get("Host"), secrets.port)
     check_no_origin(request.headers.get("Origin"))
     check_peer(request.remote_addr)
-    check_receipt_token(request.headers.get("Authorization"), secrets.receipt_token)
+    check_receipt_token(only_value(request.headers.getlist("Authorization")), secrets.receipt_token)
 
 
 def bootstrap_guard(request: Request, secrets: Secrets) -> None:
@@ -116,14 +117,21 @@ def guard(route: Route, request: Request, secrets: Secrets) -> None:
     GUARDS[route["auth"]](request, secrets)
 
 
+def only_value(values: list[str]) -> str | None:
+    """The one value of a credential, else None (a refusal): absent, or given more than once,
+    where which one counts would be each reader's guess (ambiguous credentials)."""
+    return values[0] if len(values) == 1 else None
+
+
 def credential_value(credential: Mapping[str, str], request: Request) -> str | None:
-    """The value an auth row's `credential` (an OpenAPI apiKey scheme) says where to find."""
+    """The value an auth row's `credential` (an OpenAPI apiKey scheme) says where to find;
+    None when it is absent or given more than once."""
     where, name = credential["in"], credential["name"]
     if where == "header":
-        return request.headers.get(name)
+        return only_value(request.headers.getlist(name))
     if where == "cookie":
-        return request.cookies.get(name)
-    return request.args.get(name)
+        return only_value(request.cookies.getlist(name))
+    return only_value(request.args.getlist(name))
 
 
 def refuse_unencodable(route: Route, value: Any, where: str) -> None:
