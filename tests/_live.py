@@ -78,7 +78,9 @@ class Server:
             conn.putheader("x-bundle-session", TOKEN)
         for name, value in (headers or {}).items():
             conn.putheader(name, value)
-        if body is not None and "Content-Length" not in (headers or {}):
+        # A chunked body is framed by its chunks alone: a length beside it is refused (400).
+        framed = {"Content-Length", "Transfer-Encoding"} & set(headers or {})
+        if body is not None and not framed:
             conn.putheader("Content-Length", str(len(body)))
         conn.endheaders(body)
         return conn

@@ -165,6 +165,28 @@ def test_a_request_without_the_agent_token_is_bx2007(
         assert (status, body["error"]["code"]) == (401, "BX2007")
 
 
+@pytest.mark.parametrize("right_first", [False, True], ids=["right-last", "right-first"])
+def test_two_authorization_headers_are_refused_even_with_the_right_token(
+    server: DevServer, right_first: bool
+) -> None:
+    assert server.agent is not None
+    url = urlsplit(server.agent.url)
+    right, wrong = f"Bearer {server.agent_token}", "Bearer wrong"
+    conn = http.client.HTTPConnection("127.0.0.1", url.port, timeout=10)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    conn.putrequest("POST", url.path)
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Accept", "application/json, text/event-stream")
+    for value in (right, wrong) if right_first else (wrong, right):
+        conn.putheader("Authorization", value)
+    conn.putheader("Content-Length", str(len(body)))
+    conn.endheaders(body)
+    response = conn.getresponse()
+    found = json.loads(response.read())
+    conn.close()
+    assert (response.status, found["error"]["code"]) == (401, "BX2007")
+
+
 def test_a_foreign_host_name_is_refused(server: DevServer) -> None:
     status, _ = raw(
         server, {"Authorization": f"Bearer {server.agent_token}", "Host": "evil.example"}

@@ -137,6 +137,22 @@ def test_tools_list_and_call_answer_what_the_server_sent(client: Client, server:
     assert echoed["mcpRequestId"].startswith("mr_") and echoed["durationMs"] > 0
 
 
+def test_a_lone_surrogate_in_a_tool_argument_is_a_400_and_the_session_lives_on(
+    client: Client, server: DevServer
+) -> None:
+    # Before the door checked text, it reached the MCP client's writer and ended the session.
+    session = launch(client, server, "tools")
+    before = call(client, session, "pid")["result"]["structuredContent"]["result"]
+    params = {"name": "echo", "arguments": {"text": "a\ud800b"}}
+    status, body = operate(client, session, method="tools/call", params=params)
+    assert (status, body["error"]["code"]) == (400, "BX1004"), body
+    assert body["error"]["details"]["path"] == "/params/arguments/text"
+    assert call(client, session, "pid")["result"]["structuredContent"]["result"] == before
+    assert call(client, session, "echo", text="a\U0001f600b")["result"]["content"] == [
+        {"type": "text", "text": "a\U0001f600b"}
+    ]
+
+
 def test_every_member_of_the_operation_union_reaches_the_server(
     client: Client, server: DevServer
 ) -> None:

@@ -170,3 +170,52 @@ def test_a_body_shorter_than_its_length_is_a_400_not_a_server_error(server: Serv
     raw = send(server, head, b'{"version": 1')  # then the client stops sending
     assert status_and_code(raw) == (400, "BX1004"), raw[:300]
     assert errors_logged(server) == []
+
+
+EXECUTION = {"event": "tool/before", "executionId": "x1", "host": "host_a", "nativeEvent": "x"}
+RECEIPT = json.dumps(
+    {
+        "version": 1,
+        "execution": EXECUTION,
+        "startedAt": "2025-01-31T12:00:00Z",
+        "events": [],
+        "host": "host_a",
+        "lineage": {"axis": "turn", "value": "t1"},
+    }
+).encode()
+CHUNKED_RECEIPT = b"%x\r\n%s\r\n0\r\n\r\n" % (len(RECEIPT), RECEIPT)
+TWO_WAYS = {
+    "length-then-chunked": (
+        f"Content-Length: {len(CHUNKED_RECEIPT)}\r\nTransfer-Encoding: chunked\r\n",
+        CHUNKED_RECEIPT,
+    ),
+    "chunked-then-length": (
+        f"Transfer-Encoding: chunked\r\nContent-Length: {len(CHUNKED_RECEIPT)}\r\n",
+        CHUNKED_RECEIPT,
+    ),
+    "two-lengths": (f"Content-Length: {len(RECEIPT)}\r\n" * 2, RECEIPT),
+}
+
+
+def test_a_receipt_framed_once_is_taken(server: Server) -> None:
+    head = (
+        f"POST {RECEIPTS} HTTP/1.1\r\nHost: {server.host}\r\n"
+        f"Authorization: Bearer {RECEIPT_TOKEN}\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    )
+    assert send(server, head, CHUNKED_RECEIPT).startswith(b"HTTP/1.1 204 ")
+
+
+@pytest.mark.parametrize("case", sorted(TWO_WAYS))
+def test_a_body_framed_two_ways_is_a_400_in_the_envelope(server: Server, case: str) -> None:
+    # Which framing counts would be each reader's guess (request smuggling): refused outright.
+    framing, body = TWO_WAYS[case]
+    head = (
+        f"POST {RECEIPTS} HTTP/1.1\r\nHost: {server.host}\r\n"
+        f"Authorization: Bearer {RECEIPT_TOKEN}\r\nContent-Type: application/json\r\n"
+        f"{framing}\r\n"
+    )
+    raw = send(server, head, body)
+    assert status_and_code(raw) == (400, "BX1004"), raw[:300]
+    assert b"Connection: close" in raw
+    assert server.hub.replay(0)["entries"] == []  # nothing was taken in

@@ -51,6 +51,7 @@ from bundle_server._http.routing import (
     route_rows,
 )
 from bundle_server._services import Services, import_handlers
+from bundle_server._utf8 import utf8
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -93,8 +94,7 @@ class Wire:
 
 
 def encode_json(body: Any) -> bytes:
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return text.encode("utf-8")
+    return utf8(json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
 
 
 def json_response(status: int, body: Any) -> Wire:

@@ -10,14 +10,17 @@ routes.toml names for it; the WSGI shell (`app`) renders whatever is raised.
 - Path parameters and query values are validated against their schemas; the trace and log
   cursor (`Cursor.json`) goes through `parse_cursor`, so its errors are the cursor's own.
 - A body needs the JSON media type, is read without going past the route's byte limit (the
-  declared length is refused before any read, a chunked body after limit + 1 bytes), parsed,
-  and validated strictly. A route with `request_error` answers every body fault with that code
-  (as `effective_errors` documents it), using the code's `input-too-large` variant for size.
+  declared length is refused before any read, a chunked body after limit + 1 bytes), parsed
+  strictly (`strict_json`: no repeated key, fractions never integers), and validated strictly.
+  A route with `request_error` answers every body fault with that code (as `effective_errors`
+  documents it), using the code's `input-too-large` variant for size.
+- Text is checked once, here, at the door: a body, path or query value holding text UTF-8
+  cannot carry (a lone surrogate) is refused with the route's malformed-request code before
+  any handler sees it, so nothing unpublishable is ever stored.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -46,7 +49,9 @@ from bundle_server._http.guard import (
     check_session,
 )
 from bundle_server._http.routing import Route, auth_row, session_cookie
+from bundle_server._http.strict_json import loads
 from bundle_server._streams.sequenced import parse_cursor
+from bundle_server._utf8 import first_unencodable
 
 INTEGER = re.compile(r"-?[0-9]{1,20}")
 # Where a server puts every Content-Type header a request sent (WSGI keeps only one in
@@ -76,9 +81,10 @@ def browser_guard(request: Request, secrets: Secrets) -> None:
     """DESIGN.md's order: Host, Origin, then the session value (header, else cookie)."""
     host = check_host(request.headers.get("Host"), secrets.port)
     check_origin(request.headers.get("Origin"), host, secrets.dev_origins)
-    presented = credential_value(auth_row("browser")["credential"], request)
-    if presented is None:
-        presented = request.cookies.get(session_cookie(secrets.port))
+    credential = auth_row("browser")["credential"]
+    presented = credential_value(credential, request)
+    if presented is None and not request.headers.getlist(credential["name"]):
+        presented = only_value(request.cookies.getlist(session_cookie(secrets.port)))
     check_session(presented, secrets.session_token)
 
 
@@ -90,7 +96,7 @@ def receipt_guard(request: Request, secrets: Secrets) -> None:
     check_host(request.headers.get("Host"), secrets.port)
     check_no_origin(request.headers.get("Origin"))
     check_peer(request.remote_addr)
-    check_receipt_token(request.headers.get("Authorization"), secrets.receipt_token)
+    check_receipt_token(only_value(request.headers.getlist("Authorization")), secrets.receipt_token)
 
 
 def bootstrap_guard(request: Request, secrets: Secrets) -> None:
@@ -111,20 +117,39 @@ def guard(route: Route, request: Request, secrets: Secrets) -> None:
     GUARDS[route["auth"]](request, secrets)
 
 
+def only_value(values: list[str]) -> str | None:
+    """The one value of a credential, else None (a refusal): absent, or given more than once,
+    where which one counts would be each reader's guess (ambiguous credentials)."""
+    return values[0] if len(values) == 1 else None
+
+
 def credential_value(credential: Mapping[str, str], request: Request) -> str | None:
-    """The value an auth row's `credential` (an OpenAPI apiKey scheme) says where to find."""
+    """The value an auth row's `credential` (an OpenAPI apiKey scheme) says where to find;
+    None when it is absent or given more than once."""
     where, name = credential["in"], credential["name"]
     if where == "header":
-        return request.headers.get(name)
+        return only_value(request.headers.getlist(name))
     if where == "cookie":
-        return request.cookies.get(name)
-    return request.args.get(name)
+        return only_value(request.cookies.getlist(name))
+    return only_value(request.args.getlist(name))
+
+
+def refuse_unencodable(route: Route, value: Any, where: str) -> None:
+    """The door's text check: raise the route's malformed-request error when `value` holds
+    text UTF-8 cannot carry; `where` names the part of the request (in the details)."""
+    at = first_unencodable(value)
+    if at is not None:
+        raise request_error(route)(
+            f"the request's {where} holds text that is not UTF-8 (a lone surrogate)",
+            {"in": where, "path": at},
+        )
 
 
 def path_params(route: Route, values: Mapping[str, str]) -> dict[str, Any]:
     """Path values, each validated against the schema its row names."""
     error = request_error(route)
     for name, ref in route.get("params", {}).items():
+        refuse_unencodable(route, values[name], f"path parameter {name}")
         validate(ref, values[name], error, parameter=name)
     return dict(values)
 
@@ -140,6 +165,7 @@ def query_values(route: Route, args: Mapping[str, str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, row in route.get("query", {}).items():
         raw = args.get(name)
+        refuse_unencodable(route, raw, f"query parameter {name}")
         parser = QUERY_PARSERS.get(row["schema"])
         if parser is not None:
             values[name] = parser(raw)
@@ -220,10 +246,6 @@ def read_bounded(route: Route, request: Request) -> bytes:
     return b"".join(chunks)
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def json_body(route: Route, request: Request) -> Any:
     """The route's JSON body: media type, size, parse, then strict schema validation."""
     error = request_error(route)
@@ -237,10 +259,13 @@ def json_body(route: Route, request: Request) -> Any:
         raise error(exc.message, exc.details) from None
     raw = read_bounded(route, request)
     try:
-        body = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+        text = raw.decode("utf-8")
+        body = loads(text)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise error(
             f"request body is not JSON: {exc}"[:200], {"schema": route["request"]}
         ) from None
+    if "\\u" in text:  # UTF-8 itself cannot hold a surrogate; only an escape can make one
+        refuse_unencodable(route, body, "body")
     validate(route["request"], body, error)
     return body

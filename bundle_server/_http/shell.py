@@ -12,8 +12,12 @@ Theory of operation:
   then joins the thread: the listener is closed, idle keep-alive connections are dropped at
   once, requests in progress get a short grace period, then are killed; the hub is destroyed.
 - `_Handler` is pywsgi's handler with the few changes DESIGN.md asks for; each override says
-  why it exists. Limits come from spec/limits.toml (`header-read-timeout`, `header-count`,
-  `header-bytes`); header faults are answered with the JSON error envelope, then closed.
+  why it exists. Limits come from spec/limits.toml (`keepalive-idle-timeout`,
+  `header-read-timeout`, `header-count`, `header-bytes`); header faults are answered with the
+  JSON error envelope, then closed.
+- Two clocks per request: a connection may wait for a request's first byte up to the idle
+  limit (`keepalive-idle-timeout`); from that byte on, the whole head must arrive within the
+  header deadline (`header-read-timeout`). A busy keep-alive connection is never cut.
 """
 
 from __future__ import annotations
@@ -70,6 +74,8 @@ class HeaderLimits:
     io_timeout: float
     # Seconds a whole request body may take to arrive (`request-body-time`).
     body_timeout: float = 30.0
+    # Seconds a connection may wait for a request's first byte (`keepalive-idle-timeout`).
+    idle_timeout: float = 30.0
 
     @classmethod
     def from_spec(
@@ -77,11 +83,16 @@ class HeaderLimits:
         timeout: float | None = None,
         io_timeout: float | None = None,
         body_timeout: float | None = None,
+        idle_timeout: float | None = None,
     ) -> HeaderLimits:
-        """The spec's limits; `timeout`, `io_timeout` and `body_timeout` (seconds) override
-        `header-read-timeout`, `socket-io-timeout` and `request-body-time` for tests."""
+        """The spec's limits; `timeout`, `io_timeout`, `body_timeout` and `idle_timeout`
+        (seconds) override `header-read-timeout`, `socket-io-timeout`, `request-body-time` and
+        `keepalive-idle-timeout` for tests."""
         spec = get_spec()
         return cls(
+            idle_timeout=spec.limit("keepalive-idle-timeout")["maximum"] / 1000
+            if idle_timeout is None
+            else idle_timeout,
             body_timeout=spec.limit("request-body-time")["maximum"] / 1000
             if body_timeout is None
             else body_timeout,
@@ -240,6 +251,19 @@ class _RequestHeaders:
         return value
 
 
+def check_framing(headers: _RequestHeaders) -> None:
+    """One way to find where the body ends, or ValueError (a malformed head: 400, closed).
+
+    Content-Length beside Transfer-Encoding, or given twice, leaves it to each reader which
+    one counts (request smuggling, RFC 9112 6.3); pywsgi would quietly drop the length.
+    """
+    lengths = headers.get_all("Content-Length") or []
+    if len(lengths) > 1:
+        raise ValueError("more than one Content-Length")
+    if lengths and headers.get("Transfer-Encoding") is not None:
+        raise ValueError("both Content-Length and Transfer-Encoding")
+
+
 # Response header pairs already checked and encoded, by (name, value): most responses send the
 # same few (security headers, the JSON media type). Bounded: varying values stop being added.
 _ENCODED_HEADERS: dict[tuple[str, str], tuple[bytes, bytes]] = {}
@@ -325,32 +349,55 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
                 self._turn_timer = gevent.get_hub().loop.timer(0.0)
             next_turn(self._turn_timer)
         self._answered += 1
-        # pywsgi has no deadline for a request's head: a client trickling header bytes (or
-        # idling on keep-alive) would hold the connection forever. The timer covers the request
-        # line and headers of every request on the connection; `read_request` cancels it once
-        # the head is complete, so the app itself is never under it. On expiry: close. One
-        # timer per connection, restarted for each request (`handle` closes it).
-        timer = self._header_timer
-        if timer is None:
-            timer = self._header_timer = gevent.Timeout(self.server.limits.timeout)
-        timer.start()
         try:
-            result = super().handle_one_request()
-        except _RequestLineTooLong as exc:
-            log.debug("refusing a request line from %s: %s", self.client_address, exc)
-            return "414", raw_error_response(RequestLineTooLong(str(exc)))
-        except gevent.Timeout as exc:
-            if exc is not timer:
-                raise
-            log.debug("closing %s: no complete request head in time", self.client_address)
-            return None
+            if not self._first_byte():
+                log.debug("closing %s: idle past the keep-alive limit", self.client_address)
+                return None
+            # pywsgi has no deadline for a request's head: a client trickling header bytes
+            # would hold the connection forever. The deadline runs from the request's first
+            # byte and covers its request line and headers; `read_request` cancels it once the
+            # head is complete, so the app itself is never under it. On expiry: close. A fresh
+            # timer per request: a libev timer started again after a cancel keeps its first
+            # expiry, which cut busy keep-alive connections one deadline after they opened.
+            timer = self._header_timer = gevent.Timeout(self.server.limits.timeout)
+            timer.start()
+            try:
+                result = super().handle_one_request()
+            except _RequestLineTooLong as exc:
+                log.debug("refusing a request line from %s: %s", self.client_address, exc)
+                return "414", raw_error_response(RequestLineTooLong(str(exc)))
+            except gevent.Timeout as exc:
+                if exc is not timer:
+                    raise
+                log.debug("closing %s: no complete request head in time", self.client_address)
+                return None
+            finally:
+                timer.close()
+                self._header_timer = None
         finally:
-            timer.cancel()
             self.server.idle.discard(gevent.getcurrent())
         if isinstance(result, tuple) and result[0] == "414":
             # pywsgi's own bound on the request line (a bare, empty 414): answer with ours.
             return "414", raw_error_response(RequestLineTooLong("request line too long"))
         return result
+
+    def _first_byte(self) -> bool:
+        """Wait, up to the idle limit, for the next request's first byte (it may already be
+        in our buffer); False when the limit passed or the client closed or failed."""
+        if self.rfile.closed:
+            return False
+        timer = gevent.Timeout(self.server.limits.idle_timeout)
+        timer.start()
+        try:
+            return bool(self.rfile.peek(1))
+        except gevent.Timeout as exc:
+            if exc is not timer:
+                raise
+            return False
+        except OSError:  # a reset, or no progress for `socket-io-timeout`
+            return False
+        finally:
+            timer.close()
 
     def read_requestline(self) -> str:
         # pywsgi reads up to its own constant (8 KiB) and answers a bare 414. The bound is the
@@ -392,7 +439,9 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
             lines.append(line)
             if len(lines) > limits.count:
                 raise _HeadersTooLarge(f"more than {limits.count} request headers")
-        return _RequestHeaders(lines)
+        headers = _RequestHeaders(lines)
+        check_framing(headers)
+        return headers
 
     def get_environ(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().get_environ()
@@ -594,9 +643,10 @@ class LoopbackShell:
         header_timeout: float | None = None,
         io_timeout: float | None = None,
         body_timeout: float | None = None,
+        idle_timeout: float | None = None,
         stop_grace: float = STOP_GRACE_SECONDS,
     ) -> None:
-        self.limits = HeaderLimits.from_spec(header_timeout, io_timeout, body_timeout)
+        self.limits = HeaderLimits.from_spec(header_timeout, io_timeout, body_timeout, idle_timeout)
         self.host = host
         self._listener: socket.socket | None = bind_loopback(host, port)
         self.port: int = self._listener.getsockname()[1]

@@ -50,6 +50,7 @@ from typing import Any
 
 from bundle_contract._generated.errors import CursorAhead, CursorMalformed, ServiceUnavailable
 from bundle_contract._spec import get_spec
+from bundle_server._utf8 import utf8
 
 DIGITS = re.compile(r"[0-9]{1,16}")
 Record = dict[str, Any]
@@ -76,7 +77,7 @@ def parse_cursor(raw: str | None) -> int:
 def encode_frame(message: Any) -> bytes:
     """One NDJSON frame: compact JSON, UTF-8, newline-terminated."""
     text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return text.encode("utf-8") + b"\n"
+    return utf8(text) + b"\n"
 
 
 class DroppedRuns:

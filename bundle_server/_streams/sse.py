@@ -10,6 +10,7 @@ from typing import Any
 from werkzeug.wrappers import Response
 
 from bundle_server._streams.ndjson import StreamBody
+from bundle_server._utf8 import utf8
 
 EVENT_STREAM = "text/event-stream"
 # How often a waiting stream looks again without being woken (a safety net: every change
@@ -20,7 +21,7 @@ POLL_SECONDS = 1.0
 def event(name: str, data: Any) -> bytes:
     """One event: its name and its data as one compact JSON line."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {name}\ndata: {text}\n\n".encode()
+    return utf8(f"event: {name}\ndata: {text}\n\n")
 
 
 def sse_response(events: Iterator[bytes], release: Callable[[], None]) -> Response:

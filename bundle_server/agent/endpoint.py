@@ -6,11 +6,11 @@ Theory of operation:
   binds 127.0.0.1 on a free port and serves the SDK's streamable-HTTP app of the agent server
   (`tools.agent_server`) with uvicorn, as a task on the MCP bridge's asyncio loop: the SDK's
   server side is asyncio code, like its client side, and shares that thread.
-- Every request must carry `Authorization: Bearer <token>`, a token of its own (32 random
-  bytes, never the Workbench session or the receipt token), compared in constant time, and no
-  Origin header (a browser is never an agent): otherwise 401 BX2007 in the error envelope,
-  before the MCP app sees anything. The SDK's DNS-rebinding protection admits only this
-  port's loopback Host names.
+- Every request must carry one `Authorization: Bearer <token>` header (two are ambiguous,
+  even when one is right), a token of its own (32 random bytes, never the Workbench session or
+  the receipt token), compared in constant time, and no Origin header (a browser is never an
+  agent): otherwise 401 BX2007 in the error envelope, before the MCP app sees anything. The
+  SDK's DNS-rebinding protection admits only this port's loopback Host names.
 - The URL and token reach a coding agent two ways: `.bundle/agent-endpoint.json` (0600, as the
   receipt endpoint file) and the BUNDLE_AGENT_URL / BUNDLE_AGENT_TOKEN variables of every host
   session the server starts. The file is removed when the endpoint closes.
@@ -56,9 +56,12 @@ class BearerGuard:
             return
         if scope["type"] != "http":  # a websocket or anything else: never served
             return
-        headers = dict(scope.get("headers") or [])
-        given = headers.get(b"authorization", b"")
-        if b"origin" in headers or not hmac.compare_digest(given, self._expected):
+        headers = scope.get("headers") or []
+        # Every Authorization header, not the last one: two are ambiguous credentials (which
+        # one counts is each reader's guess), refused even when one of them is right.
+        given = [value for name, value in headers if name == b"authorization"]
+        origin = any(name == b"origin" for name, _ in headers)
+        if origin or len(given) != 1 or not hmac.compare_digest(given[0], self._expected):
             await _refuse(send)
             return
         await self._app(scope, receive, send)

@@ -53,6 +53,7 @@ from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_server._budget import RetentionBudget
 from bundle_server._ids import new_id
+from bundle_server._utf8 import first_unencodable
 from bundle_server.invocations.inputs import check_input
 from bundle_server.invocations.runtime import Message, RouteWorker
 from bundle_server.invocations.window import RenderWindow
@@ -315,14 +316,19 @@ class InvocationService:
         route = self._route(root, request["routeId"])
         check_input(route, request)  # BX3104: a route runs only with the input it declares
         invocation = Invocation(request, epoch_id, route, host)
-        with self._lock:
-            self._invocations[invocation.id] = invocation
-            self._forget_old()
-        self._announce(invocation)
         # What a streamed create answers (202 with a running invocation): taken before the run
         # starts, since a quick route can be final by the time the handler looks.
         with invocation.lock:
             invocation.at_start = invocation.envelope()
+        # Stored only once it is known to be publishable: an invocation stored, then refused
+        # by its announcement, stayed `running` forever without ever running.
+        unpublishable = first_unencodable(invocation.at_start)
+        if unpublishable is not None:
+            raise ValueError(f"invocation text UTF-8 cannot carry, at {unpublishable}")
+        with self._lock:
+            self._invocations[invocation.id] = invocation
+            self._forget_old()
+        self._announce(invocation)
         threading.Thread(
             target=self._run, args=(invocation, root), name=f"route {route['id']}", daemon=True
         ).start()

@@ -52,6 +52,7 @@ from bundle_server._streams.hangup import Hangup
 from bundle_server._streams.ndjson import GreenWaker, StreamBody
 from bundle_server._streams.sequenced import SubscriberLagged
 from bundle_server._streams.sse import EVENT_STREAM
+from bundle_server._utf8 import utf8
 from bundle_server.sessions.pty import Frame, OutputSubscription, SessionReplay
 
 KEEPALIVE = b": keep-alive\n\n"
@@ -72,7 +73,7 @@ WRITE_BYTES = 262144
 def session_event(event: str, session: Mapping[str, Any]) -> bytes:
     """`event: state` / `event: end` with `{"session": ...}` on one data line."""
     data = json.dumps({"session": session}, ensure_ascii=False, separators=(",", ":"))
-    return b"event: " + event.encode("ascii") + b"\ndata: " + data.encode("utf-8") + b"\n\n"
+    return b"event: " + event.encode("ascii") + b"\ndata: " + utf8(data) + b"\n\n"
 
 
 # `event: output` with `{"data": "<base64>"}` (the alphabet needs no JSON escaping).
