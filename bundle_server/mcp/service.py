@@ -563,8 +563,8 @@ class McpService:
 
         try:
             self.bridge.submit(retire()).result(seconds("mcp-connect-time") * 2)
-        except (RuntimeError, TimeoutError):  # a closed bridge, or servers slow to end
-            pass
+        except (RuntimeError, TimeoutError, FutureCancelled):
+            pass  # a closed or closing bridge (its tasks are cancelled), or servers slow to end
         finally:
             # Bindings of a launch the epoch dropped close, even if its session never opened.
             for session_id in self.apps.sessions() - keep:
@@ -580,8 +580,8 @@ class McpService:
 
         try:
             return self.bridge.call(snapshot(), 5)
-        except (TimeoutError, BridgeClosed):  # a stopping or stuck loop: none is known open
-            return {}
+        except (TimeoutError, BridgeClosed, FutureCancelled):
+            return {}  # a stopping (its tasks cancelled) or stuck loop: none is known open
 
     def servers(self) -> dict[str, Any]:
         """McpServerList: the active epoch's servers, launches and their sessions' states."""
