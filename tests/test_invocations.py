@@ -386,7 +386,7 @@ def test_the_active_epochs_routes_are_listed(client: Client, server: DevServer) 
     active = server.project.active_epoch()
     assert active is not None and body["epochId"] == active[0]
     assert {"id": "review", "family": "stop", "handler": "bundle_routes:review"} in body["routes"]
-    assert len(body["routes"]) == 15
+    assert len(body["routes"]) == 16
     assert body["hosts"] == ["host_a", "host_b", "host_c", "host_d"]  # spec/hosts.toml
     assert [r for r in body["routes"] if "inputSchema" in r] == [
         {"id": "typed", "family": "stop", "handler": "bundle_routes:typed"} | TYPED_SCHEMA

@@ -191,15 +191,20 @@ def test_input_limit_is_16_kib_of_utf8_bytes(make_server: Any) -> None:
         assert (reply.status, reply.code()) == (400, "AB8261")
 
 
-def test_integral_floats_are_integers_as_json_schema_says(make_server: Any) -> None:
+def test_a_float_where_the_schema_says_integer_is_refused_even_when_integral(
+    make_server: Any,
+) -> None:
+    """GUARD-106: `100.0` is a fraction as written; sessions take whole numbers only."""
     _server, client = make_server("sleep")
-    session = client.create(cols=100.0, rows=30.0)
-    assert (session["cols"], session["rows"]) == (100, 30)
-    assert type(session["cols"]) is int
-    path = f"/api/sessions/{session['id']}"
-    assert client.request("POST", f"{path}/resize", {"cols": 90.0, "rows": 20.0}).status == 204
-    reply = client.request("POST", f"{path}/resize", {"cols": 90.5, "rows": 20})
+    reply = client.request("POST", "/api/sessions", {"host": "host_a", "cols": 100.0, "rows": 30})
     assert (reply.status, reply.code()) == (400, "AB8261")
+    assert client.request("GET", "/api/sessions").json()["sessions"] == []
+    session = client.create(cols=100, rows=30)
+    path = f"/api/sessions/{session['id']}"
+    for body in ({"cols": 90.0, "rows": 20}, {"cols": 90.5, "rows": 20}):
+        reply = client.request("POST", f"{path}/resize", body)
+        assert (reply.status, reply.code()) == (400, "AB8261")
+    assert client.request("POST", f"{path}/resize", {"cols": 90, "rows": 20}).status == 204
 
 
 def test_the_input_body_is_read_no_further_than_legal_input_can_reach(make_server: Any) -> None:
