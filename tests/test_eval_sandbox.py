@@ -216,6 +216,23 @@ def test_an_interrupted_command_leaves_nothing(tmp_path: Path) -> None:
     commands.end()
 
 
+def test_a_job_that_ended_on_its_own_is_reaped_with_the_trial(tmp_path: Path) -> None:
+    # Orphaned when its command ended, adopted by this process, a zombie once it exits: the
+    # trial's end reaps it, so that a long run collects no zombies.
+    commands = Commands(tmp_path, dict(os.environ), threading.Event())
+    try:
+        assert commands.run("sleep 0.05 & echo $! > job.pid") == (0, "")
+        pid = int((tmp_path / "job.pid").read_text())
+        deadline = time.monotonic() + 5
+        while alive(pid):
+            assert time.monotonic() < deadline, f"job {pid} never ended"
+            time.sleep(0.01)
+        assert Path(f"/proc/{pid}").exists()  # a zombie, ours
+    finally:
+        commands.end()
+    assert not Path(f"/proc/{pid}").exists()
+
+
 def test_a_command_runs_once_whatever_it_prints(tmp_path: Path) -> None:
     # Output that looks like bwrap's own complaint is the command's: never a reason to
     # start it again.
