@@ -4,6 +4,7 @@ untrusted record text shown as text)."""
 
 from __future__ import annotations
 
+import html
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -16,6 +17,7 @@ from playwright.sync_api import Dialog
 
 from bundle_contract._validation import problems
 from bundle_server.evals.reports import write_reports
+from bundle_server.evals.sandbox import UNCAUGHT_NOTE
 
 HOSTILE = "<script>alert(1)</script> & \x1b[31mred\x1b[0m"
 
@@ -216,3 +218,8 @@ def test_trials_without_a_sandbox_are_told_in_junit_and_html(tmp_path: Path) -> 
         result["sandbox"] = {"kind": "bwrap"}
     paths = write_reports(record, tmp_path / "again", ["html"])
     assert "<dt>Commands ran in</dt><dd>bwrap</dd>" in paths[0].read_text(encoding="utf-8")
+    # In bubblewrap, but with a process unit that had no cgroup: the note is told too.
+    record["results"][0]["sandbox"] = {"kind": "bwrap", "note": UNCAUGHT_NOTE}
+    paths = write_reports(record, tmp_path / "uncaught", ["html"])
+    told = f"<dt>Commands ran in</dt><dd>bwrap: {html.escape(UNCAUGHT_NOTE)}</dd>"
+    assert told in paths[0].read_text(encoding="utf-8")

@@ -3,8 +3,8 @@ from outside: trials of the real development server and the fake agent whose com
 write outside their workspace or to leave processes behind (spec/requirements.toml API-101 to
 API-103).
 
-Processes that run in the trial's PID namespace write their own pid as the namespace numbers
-it, which means nothing out here: the tests find them by a token in their command line."""
+The tests find what a command left by a token in its command line (`survivors`), which also
+finds a process that wrote no pid file."""
 
 from __future__ import annotations
 
@@ -24,10 +24,13 @@ from _evals import host_env
 from _projects import config, write_project
 from fake_agent import agent
 
+from bundle_contract._owner import ProcessOwner
 from bundle_contract._validation import problems
 from bundle_server.evals import EvalHarness, create_eval_harness
 from bundle_server.evals import commands as commands_module
+from bundle_server.evals import sandbox as sandbox_module
 from bundle_server.evals.commands import Commands
+from bundle_server.evals.sandbox import UNCAUGHT_NOTE
 
 SANDBOX_VARIABLE = "BUNDLE_EVAL_SANDBOX"
 # A directory outside every workspace that exists and is writable out here but lies outside
@@ -158,12 +161,14 @@ def test_a_grader_command_cannot_write_outside_the_workspace(lab: Lab) -> None:
             {"type": "command", "run": "echo inside > inside.txt && mktemp"},
             {"type": "command", "run": f"echo escaped > {outside}"},
             {"type": "grader", "run": f"echo escaped > {outside}"},
+            # As root bwrap keeps every capability unless told otherwise: none is left.
+            {"type": "command", "run": f"mount -o remount,rw / ; echo escaped > {outside}"},
         ],
     }
     try:
         record = lab.trial(case)
         passed = [verdict["passed"] for verdict in record["verdicts"]]
-        assert passed == [True, False, False], record["verdicts"]
+        assert passed == [True, False, False, False], record["verdicts"]
         assert "Read-only file system" in record["verdicts"][1]["evidence"]
         assert (Path(record["workspace"]) / "inside.txt").read_text() == "inside\n"
         assert not outside.exists()
@@ -202,12 +207,42 @@ def test_an_interrupted_command_leaves_nothing(tmp_path: Path) -> None:
     deadline = time.monotonic() + 10
     while not (tmp_path / f"{mark}.pid").exists() and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert survivors(mark) != []
+    pid = int((tmp_path / f"{mark}.pid").read_text())
+    assert pid in survivors(mark)  # pids in the box are this machine's: no PID namespace
     stopped.set()
     worker.join(10)
     assert ran == [(None, "the run was interrupted")]
     assert survivors(mark) == []
     commands.end()
+
+
+def test_a_job_that_ended_on_its_own_is_reaped_with_the_trial(tmp_path: Path) -> None:
+    # Orphaned when its command ended, adopted by this process, a zombie once it exits: the
+    # trial's end reaps it, so that a long run collects no zombies.
+    commands = Commands(tmp_path, dict(os.environ), threading.Event())
+    try:
+        assert commands.run("sleep 0.05 & echo $! > job.pid") == (0, "")
+        pid = int((tmp_path / "job.pid").read_text())
+        deadline = time.monotonic() + 5
+        while alive(pid):
+            assert time.monotonic() < deadline, f"job {pid} never ended"
+            time.sleep(0.01)
+        assert Path(f"/proc/{pid}").exists()  # a zombie, ours
+    finally:
+        commands.end()
+    assert not Path(f"/proc/{pid}").exists()
+
+
+def test_a_command_runs_once_whatever_it_prints(tmp_path: Path) -> None:
+    # Output that looks like bwrap's own complaint is the command's: never a reason to
+    # start it again.
+    commands = Commands(tmp_path, dict(os.environ), threading.Event())
+    try:
+        ran = commands.run("echo ran >> runs.txt; echo 'bwrap: Cannot send pid'; exit 1")
+    finally:
+        commands.end()
+    assert ran == (1, "bwrap: Cannot send pid\n")
+    assert (tmp_path / "runs.txt").read_text() == "ran\n"
 
 
 def test_without_a_sandbox_the_record_says_so_and_clean_up_still_runs(
@@ -219,19 +254,42 @@ def test_without_a_sandbox_the_record_says_so_and_clean_up_still_runs(
     case = {
         "id": "unsandboxed",
         "prompt": "say done",
-        # In the command's own session: found by its process group, as before the sandbox.
-        "setup": [f"sleep 300 & echo $! > {mark}.pid; echo written > {beside}"],
+        # Out of its session with a cleared environment: the trial's unit (a cgroup here)
+        # still holds it.
+        "setup": [f"{escaper(mark)}; echo written > {beside}"],
         "graders": [{"type": "command", "run": f"kill -0 $(cat {mark}.pid)"}],
     }
     record = lab.trial(case)
     assert record["status"] == "passed", record
-    assert record["sandbox"]["kind"] == "none"
-    assert record["sandbox"]["note"].startswith(
-        f"setup and grader commands ran without a sandbox ({SANDBOX_VARIABLE}=none)"
-    )
+    assert record["sandbox"] == {
+        "kind": "none",
+        "note": f"setup and grader commands ran without a sandbox ({SANDBOX_VARIABLE}=none):"
+        " they could write outside the workspace",
+    }
     assert beside.read_text() == "written\n"  # nothing kept it in its workspace
     pid = int((Path(record["workspace"]) / f"{mark}.pid").read_text())
+    assert survivors(mark) == []
     assert not alive(pid)
+
+
+def test_without_a_cgroup_the_record_says_what_is_unguarded(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    owner = ProcessOwner("subreaper")
+    monkeypatch.setattr(sandbox_module, "process_owner", lambda: owner)
+    mark = token()
+    case = {
+        "id": "no-cgroup",
+        "prompt": "say done",
+        # In the command's session: the fallback finds it by session and marker.
+        "setup": [f"sh -c 'sleep 300; : {mark}' & echo $! > {mark}.pid"],
+        "graders": [{"type": "command", "run": f"kill -0 $(cat {mark}.pid)"}],
+    }
+    record = lab.trial(case)
+    assert record["status"] == "passed", record
+    assert record["sandbox"] == {"kind": "bwrap", "note": UNCAUGHT_NOTE}
+    assert survivors(mark) == []
+    assert owner.units() == []
 
 
 def alive(pid: int) -> bool:

@@ -635,8 +635,7 @@ def test_a_run_tells_its_progress_in_the_trace_and_on_a_terminal(lab: Lab, tmp_p
 def test_what_setup_starts_serves_the_host_and_ends_with_the_trial(lab: Lab) -> None:
     # A service started in the background: setup does not wait for it, the host finds it
     # running, and nothing of it outlives the trial, not even a child that left its session.
-    # Setup runs in the trial's PID namespace, whose pids mean nothing to the host or to this
-    # test: the host sees the service beat, and the test finds processes by their command line.
+    # The host sees the service beat, and the test finds processes by their command line.
     token = f"service{os.getpid()}x{time.monotonic_ns()}"
     beat = f"while :; do date +%s%N > beat; sleep 0.05; done; : {token}"
     seen = "a=$(cat beat); sleep 0.3; test $(cat beat) != $a && echo up > seen.txt"

@@ -322,6 +322,26 @@ def test_the_subreaper_fallback_ends_a_unit_whole(tmp_path: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def test_a_member_that_exited_on_its_own_is_reaped_when_its_unit_ends(tmp_path: Path) -> None:
+    owner = ProcessOwner("cgroup")
+    unit = owner.start_unit("exited")
+    # sh leaves a short job and exits: the job is orphaned, adopted by this process (a
+    # subreaper), and a zombie once it exits, no longer listed in the unit.
+    script = f"sleep 0.05 & echo $! > {tmp_path / 'pid'}"
+    process = subprocess.Popen(
+        unit.command(["/bin/sh", "-c", script]), env=unit.environment(), start_new_session=True
+    )
+    unit.track(process.pid)
+    process.wait()
+    pid = int((tmp_path / "pid").read_text())
+    deadline = time.monotonic() + 5
+    while state(pid) != "Z":
+        assert time.monotonic() < deadline, f"process {pid} never exited (state {state(pid)})"
+        time.sleep(0.01)
+    unit.end()
+    assert state(pid) is None
+
+
 # --- the next start after a SIGKILL of the server ---
 
 

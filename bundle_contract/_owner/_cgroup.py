@@ -15,7 +15,9 @@ kills them all at once, forks in flight included.
   which is what tells the owner which of the zombies it adopted as a subreaper are the unit's to
   reap. Then `cgroup.kill`, a wait until `cgroup.events` says it is empty, the reaping, and
   `rmdir` of the directory and its children, deepest first. A zombie is no longer in a cgroup,
-  so an unreaped leader (the caller's to reap) does not keep the directory busy.
+  so an unreaped leader (the caller's to reap) does not keep the directory busy; but its
+  /proc/<pid>/cgroup still names the unit, which is how `exited` finds the members that
+  exited on their own, orphaned, before the end, for the owner to reap them too.
 """
 
 from __future__ import annotations
@@ -44,24 +46,46 @@ def _unescape(field: str) -> str:
     return "".join(out)
 
 
-def hierarchy() -> Path | None:
-    """This process's own cgroup v2 directory, or None without a (visible) cgroup2 mount."""
-    mount: str | None = None
+def mount_point() -> Path | None:
+    """Where the cgroup2 hierarchy is mounted, or None without a (visible) cgroup2 mount."""
     try:
         with open("/proc/self/mountinfo", encoding="utf-8") as handle:
             for line in handle:
                 before, _, after = line.partition(" - ")
                 if after.split(" ", 1)[0] == "cgroup2":
-                    mount = _unescape(before.split(" ")[4])
-                    break
-        with open("/proc/self/cgroup", encoding="utf-8") as handle:
-            own = next((line[3:].strip() for line in handle if line.startswith("0::")), None)
+                    return Path(_unescape(before.split(" ")[4]))
     except (OSError, IndexError):
         return None
-    if mount is None or own is None:
+    return None
+
+
+def cgroup_of(pid: int | str, mount: Path) -> Path | None:
+    """The cgroup v2 directory of `pid` ("self" for this process), a zombie's included: a
+    zombie has left `cgroup.procs` but /proc/<pid>/cgroup still names where it was."""
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8") as handle:
+            own = next((line[3:].strip() for line in handle if line.startswith("0::")), None)
+    except OSError:
         return None
-    path = Path(mount) / own.lstrip("/")
-    return path if path.is_dir() else None
+    return None if own is None else mount / own.lstrip("/")
+
+
+def hierarchy() -> Path | None:
+    """This process's own cgroup v2 directory, or None without a (visible) cgroup2 mount."""
+    mount = mount_point()
+    path = None if mount is None else cgroup_of("self", mount)
+    return path if path is not None and path.is_dir() else None
+
+
+def exited(directory: Path, mount: Path, children: list[int]) -> list[int]:
+    """Those of `children` (zombies of this process) that were in the unit or its child
+    units: what exited on its own, orphaned, before the unit ended, and is ours to reap."""
+    found = []
+    for pid in children:
+        place = cgroup_of(pid, mount)
+        if place is not None and (place == directory or directory in place.parents):
+            found.append(pid)
+    return found
 
 
 def usable(directory: Path) -> bool:

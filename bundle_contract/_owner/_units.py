@@ -184,6 +184,7 @@ class Unit:
                 _cgroup.kill(self.directory)
                 done = _cgroup.wait_for(self.directory, "populated", "0", deadline)
                 self._reap(members)
+                self._reap_exited(self.directory)
                 if done:
                     _cgroup.remove(self.directory)
         finally:
@@ -204,6 +205,24 @@ class Unit:
         for member in members:
             if member.pid not in self._tracked:
                 _procfs.reap(member.pid, member.start)
+
+    def _reap_exited(self, directory: Path) -> None:
+        # A member that exited on its own after its parent did was adopted by us and is a
+        # zombie no longer listed in the unit: found by the cgroup it died in, and reaped,
+        # so that a long-lived owner collects no zombies.
+        mount = self.owner.mount
+        if mount is None:
+            return
+        own = os.getpid()
+        zombies = [
+            found
+            for found in _procfs.processes(self.since)
+            if found.ppid == own and found.state == "Z" and found.pid not in self._tracked
+        ]
+        children = [found.pid for found in zombies]
+        starts = {found.pid: found.start for found in zombies}
+        for pid in _cgroup.exited(directory, mount, children):
+            _procfs.reap(pid, starts[pid])
 
     def _write_record(self) -> None:
         record = {
@@ -256,6 +275,7 @@ class ProcessOwner:
         # Our own cgroup: where our units go, and where a dead owner's are found (even when
         # the fallback is forced now, an earlier owner may have used cgroups).
         self.parent = _cgroup.hierarchy()
+        self.mount = _cgroup.mount_point()
         if self.parent is not None and chosen != "subreaper":
             self.root = self._make_root(self.parent)
         if chosen == "cgroup" and self.root is None:

@@ -13,7 +13,7 @@ install (`with`) or without it (`without`). The modules, in the order a run uses
 - `harness`: the development server, runs and their resume; `rundir`: the run directory;
 - `runner`: the runner interface and the local runner (`jobs` trials at once);
 - `trial`: one trial, workspace to verdicts; `commands`: its setup and grader commands, run
-  in `sandbox` (bubblewrap: the workspace their only writable place, a PID namespace of the
+  in `sandbox` (bubblewrap: the workspace their only writable place; a process unit of the
   trial's that ends with it); `batch`: reading a host's non-interactive output and
   transcript; `hooks`: its hook executions in the trace; `graders`: the verdicts;
 - `stats`: pass rate, pass@k, durations; `compare`: labels and the paired test;

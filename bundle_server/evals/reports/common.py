@@ -41,14 +41,16 @@ def epoch_id(run: Mapping[str, Any]) -> str | None:
 
 def sandbox_summary(run: Mapping[str, Any]) -> str | None:
     """Where the run's setup and grader commands ran (EvalTrial sandbox), for people: the
-    trials without a sandbox are counted and their notes given whole, since they say what was
-    left unguarded; None when no trial ran a command."""
+    trials without a sandbox are counted, and every note is given whole, since it says what
+    was left unguarded (a trial in bubblewrap has one when its process unit had no cgroup);
+    None when no trial ran a command."""
     kinds = [trial["sandbox"] for trial in run["results"] if "sandbox" in trial]
+    if not kinds:
+        return None
     bare = [kind for kind in kinds if kind["kind"] == "none"]
-    if not bare:
-        return "bwrap" if kinds else None
-    notes = "; ".join(dict.fromkeys(str(kind.get("note", "")) for kind in bare))
-    return f"none in {len(bare)} of {len(kinds)} trials with commands: {notes}"
+    notes = "; ".join(dict.fromkeys(str(kind["note"]) for kind in kinds if "note" in kind))
+    said = f"none in {len(bare)} of {len(kinds)} trials with commands" if bare else "bwrap"
+    return f"{said}: {notes}" if notes else said
 
 
 def duration(ms: float) -> str:
