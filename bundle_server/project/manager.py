@@ -531,6 +531,11 @@ class ProjectLoop:
                     host=host,
                 )
                 continue
+            attached[host] = Attachment(epoch["id"], plugin)
+            with self._lock:
+                # A session started once "synced" is published must get this install, not
+                # wait for the other hosts' installs.
+                self._attachments[host] = attached[host]
             sync.update(state="synced", installDestination=str(plugin))
             self.hub.publish("dev.host.sync", sync)
             self._trace(
@@ -540,9 +545,8 @@ class ProjectLoop:
                 epoch=epoch["id"],
                 host=host,
             )
-            attached[host] = Attachment(epoch["id"], plugin)
         with self._lock:
-            self._attachments = attached
+            self._attachments = attached  # a host whose install failed has none
             if attached:
                 self._adoption = {
                     "epochId": epoch["id"],
