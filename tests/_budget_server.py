@@ -5,13 +5,16 @@ routes render big events and whose MCP server (`flood`, with the official `mcp` 
 big results and floods notifications, serves it with a retention budget of BUDGET bytes (the
 `retention_budget` test seam), prints `PORT TOKEN` once its epoch is active, and stops when
 stdin closes. The tests drive it through `BudgetServer` and read this process's RSS from
-/proc: no client shares its memory.
+/proc: no client shares its memory. Its stderr (the server's log) goes to ROOT/server.stderr.
 """
 
 from __future__ import annotations
 
+import os
+import selectors
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -80,20 +83,73 @@ def main() -> None:
         sys.stdin.read()
 
 
+# Seconds the server may take to print `PORT TOKEN` (a few on an idle machine: the project's
+# epoch and its MCP server start first); far more, so that only a hung server misses it.
+START_TIME = 180
+
+
 class BudgetServer:
     """This script run as a process of its own, and a client of it."""
 
     def __init__(self, root: Path, budget: int) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, str(root), str(budget)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=Path(__file__).parent,
-        )
+        self.stderr_path = root / "server.stderr"
+        # glibc serves each thread that allocates from an arena of its own, up to 8 per core,
+        # and keeps the multi-MiB blocks freed there for that arena's next use. Each run is
+        # handled by a new thread, so which arenas hold freed events depends on scheduling: on
+        # a loaded machine the RSS drifts well past what the server keeps. Two arenas (the
+        # main one and one shared by the other threads) make the RSS follow what is kept,
+        # which is what the tests measure; what the server keeps does not change.
+        environ = os.environ | {"MALLOC_ARENA_MAX": "2"}
+        with self.stderr_path.open("wb") as stderr:  # a file: a pipe left unread would fill
+            self.process = subprocess.Popen(
+                [sys.executable, __file__, str(root), str(budget)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=environ,
+                cwd=Path(__file__).parent,
+            )
+        try:
+            port, token = self._started()
+        except BaseException:
+            self._kill()
+            raise
+        self.client = Client(port, token)
+
+    def _started(self) -> tuple[int, str]:
+        """The `PORT TOKEN` line, waited for until START_TIME: a server that hangs at start
+        fails its module instead of hanging it, one that fails says why (its stderr)."""
         assert self.process.stdout is not None
-        port, token = self.process.stdout.readline().split()
-        self.client = Client(int(port), token)
+        fd = self.process.stdout.fileno()
+        line = b""
+        deadline = time.monotonic() + START_TIME
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while not line.endswith(b"\n"):
+                left = deadline - time.monotonic()
+                if left <= 0 or not selector.select(left):
+                    raise self._failed(f"printed no `PORT TOKEN` line in {START_TIME} s")
+                # The raw descriptor: the buffered reader could block for more than is there.
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    raise self._failed("closed its stdout before `PORT TOKEN`")
+                line += chunk
+        fields = line.split()
+        if len(fields) != 2 or not fields[0].isdigit():
+            raise self._failed(f"printed {line!r}, not `PORT TOKEN`")
+        return int(fields[0]), fields[1].decode()
+
+    def _failed(self, why: str) -> RuntimeError:
+        """The error of a server that did not start, once its process is ended."""
+        status = self._kill()
+        log = self.stderr_path.read_text(errors="replace")[-8000:]
+        return RuntimeError(f"the budget server {why} (exit status {status}); its stderr:\n{log}")
+
+    def _kill(self) -> int:
+        """End the server; its exit status. What it started (build and route workers, MCP
+        servers) runs in sessions of its own and ends when its pipes to the server close."""
+        self.process.kill()
+        return self.process.wait()
 
     def rss(self) -> int:
         status = Path(f"/proc/{self.process.pid}/status").read_text()
