@@ -6,18 +6,21 @@ Faces bundle_contract/_build/_tree.py and _sources.py through `build_project`, t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 from _projects import config, write_project
 
 from bundle_contract._build import DigestCache, build_project
+from bundle_contract._build._sources import SourceFile
 
 SECRET = b"SECRET-OUTSIDE-THE-PROJECT"
 
@@ -284,3 +287,114 @@ def test_a_link_planted_in_the_previous_artifact_is_never_shared_into_the_next(
     files = shipped_bytes(out)
     assert files["src/lib/a.txt"] == files["hosts/host_a/src/lib/a.txt"] == b"in"
     assert not [p for p, data in files.items() if SECRET in data]
+
+
+def manifest_digests(artifact: Path) -> dict[str, str]:
+    manifest = json.loads((artifact / "bundle.manifest.json").read_bytes())
+    return {row["path"]: row["sha256"] for row in manifest["files"]}
+
+
+@pytest.mark.parametrize("stat", ["cached", "racy"])
+@pytest.mark.parametrize("tampering", ["hard link to outside", "modified in place"])
+def test_a_previous_artifact_file_changed_since_it_was_staged_is_never_shared(
+    tmp_path: Path, stat: str, tampering: str
+) -> None:
+    inside = b"inside-the-project-0123456"  # as long as SECRET: a size check alone cannot tell
+    assert len(inside) == len(SECRET)
+    project = write_project(tmp_path / "p", config(targets=["host_a"]))
+    (project / "lib").mkdir()
+    (project / "lib" / "keep.txt").write_bytes(inside)
+    # "cached": older than the racy window, the digest cache vouches for the file and the
+    # previous epoch's copy would be linked unread. "racy": stamped in the future, so the
+    # file is read, hashed and copied on every build, whatever the machine's load.
+    stamp = 10**18 if stat == "cached" else time.time_ns() + 3600 * 10**9
+    for path in project.rglob("*"):
+        os.utime(path, ns=(stamp, stamp), follow_symlinks=False)
+    out = project / ".bundle" / "artifact"  # where bundle-build writes: anything may write it
+    cache = DigestCache()
+    assert build_project(project, out, cache=cache, previous=out).ok
+    planted = out / "src" / "lib" / "keep.txt"
+    before = planted.stat()
+    if tampering == "hard link to outside":
+        secret = tmp_path / "secret"
+        secret.write_bytes(SECRET)  # same filesystem: a hard link can reach it
+        os.utime(secret, ns=(before.st_mtime_ns, before.st_mtime_ns))  # and its stat too
+        planted.unlink()
+        os.link(secret, planted)
+    else:
+        with planted.open("r+b") as stream:  # the same inode, other bytes
+            stream.write(SECRET[: len(inside)])
+        # A distinct mtime whatever the clock's granularity: what any in-place write leaves.
+        os.utime(planted, ns=(before.st_mtime_ns + 10**9, before.st_mtime_ns + 10**9))
+    result = build_project(project, out, cache=cache, previous=out)
+    assert result.ok, result.diagnostics
+    files = shipped_bytes(out)
+    assert files["src/lib/keep.txt"] == files["hosts/host_a/src/lib/keep.txt"] == inside
+    assert not [p for p, data in files.items() if SECRET[:12] in data]
+    digests = manifest_digests(out)
+    for relative, data in files.items():
+        if relative != "bundle.manifest.json":
+            assert digests[relative] == hashlib.sha256(data).hexdigest(), relative
+    # Untouched files are still shared from the epoch we staged (a rebuild stays cheap).
+    if stat == "cached":
+        assert (out / "src" / "handlers.py").stat().st_nlink >= 2
+
+
+@pytest.mark.parametrize("when", ["found", "swapped after it was found"])
+@pytest.mark.parametrize("name", ["bundle.config.json", "bundle.config.py"])
+def test_a_config_file_that_is_a_link_fails_the_build_and_is_never_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, when: str
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    ran = tmp_path / "ran"
+    if name.endswith(".json"):
+        leaked = config(application={"id": "leaked", "name": "L", "version": "1.0.0"})
+        (outside / name).write_text(json.dumps(leaked))
+    else:
+        (outside / name).write_text(
+            f"open({str(ran)!r}, 'w').close()\nconfig = {json.dumps(config())}\n"
+        )
+    project = write_project(tmp_path / "p")
+    (project / "bundle.config.json").unlink()
+    if when == "found":
+        (project / name).symlink_to(outside / name)
+    else:
+        # A regular file when the build looks for it, a link by the time it is read or run.
+        (project / name).write_text(json.dumps(config()) if name.endswith(".json") else "")
+        from bundle_contract._build import _config_file
+
+        real = _config_file.find_config
+
+        def swapping(root: Path, layout: object) -> Path:
+            found = real(root, layout)  # type: ignore[arg-type]
+            found.unlink()
+            found.symlink_to(outside / name)
+            return found
+
+        monkeypatch.setattr(_config_file, "find_config", swapping)
+    result = build_project(project, tmp_path / "out")
+    errors = [d for d in result.diagnostics if d["severity"] == "error"]
+    assert not result.ok and len(errors) == 1, result.diagnostics
+    assert errors[0]["code"] == "BX4702" and errors[0]["path"] == name
+    assert str(errors[0]["message"]).startswith(f"{name}: ")
+    assert "symbolic link" in str(errors[0]["message"])
+    assert result.config is None and not ran.exists()
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_digest_cache_that_is_a_link_is_not_believed(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "p", config(targets=["host_a"]), files={"lib/a.txt": "in"})
+    for path in project.rglob("*"):  # older than the racy window: the cache vouches for them
+        os.utime(path, ns=(10**18, 10**18), follow_symlinks=False)
+    cache = DigestCache()
+    assert build_project(project, tmp_path / "out", cache=cache).ok
+    info = (project / "lib" / "a.txt").stat()
+    source = SourceFile("lib/a.txt", info.st_size, info.st_mtime_ns, info.st_ino)
+    elsewhere = tmp_path / "elsewhere.json"  # what vouches for sharing must be the state's own
+    cache.save(elsewhere)
+    assert DigestCache.load(elsewhere).known(source) is not None
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "digests.json").symlink_to(elsewhere)
+    assert DigestCache.load(state / "digests.json").known(source) is None

@@ -4,14 +4,24 @@ Running bundle.config.py runs the project's code, so this module is only ever us
 process, never inside the development server. Every failure becomes one DiagnosticError whose
 message starts with the file (and line, when there is one), e.g.
 `bundle.config.py:7: NameError: name 'defin_config' is not defined`.
+
+The config file is never reached through a symbolic link (DIAG-108): the file is found with
+lstat, bundle.config.json is read from a descriptor opened with O_NOFOLLOW, and
+bundle.config.py is run by a loader that reads its source the same way, so a config swapped
+for a link after it was found is refused, not read. A link there fails the build (BX4702):
+its content would otherwise become the manifest's config, or run as the project's code.
 """
 
 from __future__ import annotations
 
+import errno
+import importlib.machinery
 import importlib.util
 import json
+import os
+import stat as stat_module
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +37,27 @@ MODULE_NAME = "bundle_config"
 
 
 def find_config(root: Path, layout: Layout) -> Path:
-    """The project's one config file; ConfigFileMissing for none or both."""
-    present = [root / name for name in layout.config_files if (root / name).is_file()]
+    """The project's one config file; ConfigFileMissing for none or both, ConfigLoadFailed for
+    one that is a symbolic link (found by lstat: a link is never followed to tell)."""
+    present: list[tuple[Path, os.stat_result]] = []
+    for name in layout.config_files:
+        try:
+            info = os.lstat(root / name)
+        except OSError:
+            continue  # not there (or not reachable): not a config file
+        if stat_module.S_ISREG(info.st_mode) or stat_module.S_ISLNK(info.st_mode):
+            present.append((root / name, info))
     if len(present) == 1:
-        return present[0]
+        path, info = present[0]
+        if stat_module.S_ISLNK(info.st_mode):
+            raise _link_refused(path.name)
+        return path
     names = " or ".join(layout.config_files)
     if not present:
         raise ConfigFileMissing(f"{root}: no {names}", {"project": str(root)})
     raise ConfigFileMissing(
-        f"{root}: both {' and '.join(p.name for p in present)}; keep one",
-        {"project": str(root), "path": present[0].name},
+        f"{root}: both {' and '.join(p.name for p, _ in present)}; keep one",
+        {"project": str(root), "path": present[0][0].name},
     )
 
 
@@ -73,7 +94,8 @@ def load_config(
 def _read_json(path: Path, name: str) -> Any:
     maximum = get_spec().limit("project-config-bytes")["maximum"]
     try:
-        with path.open("rb") as stream:
+        fd = _open_regular(path, name)
+        with os.fdopen(fd, "rb") as stream:
             raw = stream.read(maximum + 1)
     except OSError as error:
         raise ConfigLoadFailed(
@@ -92,14 +114,17 @@ def _read_json(path: Path, name: str) -> Any:
 
 
 def _run_module(root: Path, path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(MODULE_NAME, path)
-    assert spec is not None and spec.loader is not None  # a .py file always has a loader
+    loader = _NoFollowLoader(MODULE_NAME, str(path), name)
+    spec = importlib.util.spec_from_file_location(MODULE_NAME, path, loader=loader)
+    assert spec is not None  # a loader was given
     module = importlib.util.module_from_spec(spec)
     # The config imports the project's own modules by their names: the caller runs this
     # inside `project_imports(root)`, which puts the root on sys.path.
     sys.modules[MODULE_NAME] = module
     try:
-        spec.loader.exec_module(module)
+        loader.exec_module(module)
+    except _Refused as refused:  # the file itself, before any of it ran
+        raise refused.error from None
     except SyntaxError as error:
         where = syntax_location(root, error) or (name, error.lineno or 1)
         raise ConfigLoadFailed(
@@ -118,6 +143,70 @@ def _run_module(root: Path, path: Path, name: str) -> Any:
             {"path": name},
         )
     return getattr(module, CONFIG_ATTRIBUTE)
+
+
+# O_NONBLOCK: a FIFO put there must not hang the build in open(); fstat then refuses it.
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _open_regular(path: Path, name: str) -> int:
+    """A descriptor of the regular file at `path`, opened without following a link.
+
+    ConfigLoadFailed when it is a link (ELOOP) or no regular file; OSError otherwise."""
+    try:
+        fd = os.open(path, _FILE_FLAGS)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise _link_refused(name) from None
+        raise
+    info = os.fstat(fd)
+    if not stat_module.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise ConfigLoadFailed(f"{name}: not a regular file", {"path": name})
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _link_refused(name: str) -> ConfigLoadFailed:
+    return ConfigLoadFailed(
+        f"{name}: a symbolic link; a build never follows links: make it a regular file of the "
+        "project",
+        {"path": name},
+    )
+
+
+class _Refused(Exception):
+    """The config file refused by the loader, carried out of importlib's exec_module."""
+
+    def __init__(self, error: ConfigLoadFailed) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class _NoFollowLoader(importlib.machinery.SourceFileLoader):
+    """Runs bundle.config.py from source read through a descriptor opened with O_NOFOLLOW:
+    a config swapped for a link after find_config saw a file is refused, not run."""
+
+    def __init__(self, fullname: str, path: str, name: str) -> None:
+        super().__init__(fullname, path)
+        self._name = name
+
+    def path_stats(self, path: str) -> Mapping[str, Any]:
+        if path != self.path:
+            return super().path_stats(path)
+        # lstat: a link's stat never validates cached bytecode; the source read refuses it.
+        info = os.lstat(path)
+        return {"mtime": info.st_mtime, "size": info.st_size}
+
+    def get_data(self, path: str) -> bytes:
+        if path != self.path:
+            return super().get_data(path)  # the bytecode cache
+        try:
+            fd = _open_regular(Path(path), self._name)
+        except ConfigLoadFailed as error:
+            raise _Refused(error) from None
+        with os.fdopen(fd, "rb") as stream:
+            return stream.read()
 
 
 def _located(

@@ -6,15 +6,20 @@ Theory of operation:
   ever followed; ignored directories and suffixes come from runtime.toml [project]) and puts
   every regular file into the staging tree under `src/`. It runs before any project code: what
   ships is the project as it was when the build started, whatever the config does later.
-- `DigestCache` remembers each file's sha256 under its (size, mtime_ns, inode). A file whose
-  stat is unchanged and that the previous epoch holds with the same digest is hard-linked from
-  that epoch without being read (epochs are never modified, so sharing their inodes is safe):
-  that is what keeps a rebuild of a large project cheap. As in git's "racy clean" rule, a file
-  modified within `RACY_NS` of the build is never trusted from the cache, since a second write
-  in the same clock tick would keep its stat.
+- `DigestCache` remembers each file's sha256 under its (size, mtime_ns, inode), and the
+  identity (st_dev, st_ino, size, mtime_ns) of the copy this build staged of it. A file whose
+  stat is unchanged is hard-linked from the previous epoch without being read only when the
+  previous epoch's file is that very copy: reached without following a link and `lstat`ed on
+  the link we made, it must be the inode we staged, unchanged since, and ours. The previous
+  epoch's manifest claiming the digest vouches for nothing: the previous artifact sits where
+  others write (bundle-build's PROJECT/.bundle/artifact), so a name in it may have been
+  replaced by a hard link to an outside file, or the file rewritten in place (DIAG-107).
+  That is what keeps a rebuild of a large project cheap. As in git's "racy clean" rule, a
+  file modified within `RACY_NS` of the build is never trusted from the cache, since a second
+  write in the same clock tick would keep its stat.
 - Any other file is opened once, without following links, `fstat`ed (a regular file only),
   and copied from that descriptor, hashed as it is written: the digest describes exactly the
-  bytes that ship. `revision` folds the digests into the project's content revision.
+  bytes that ship, and that copy ships (it is never swapped for a link afterwards). `revision` folds the digests into the project's content revision.
 - Skills and prebuilt payloads are further names (hard links) of the files staged under
   `src/` (`alias_staged`), never read from the project a second time.
 """
@@ -39,6 +44,14 @@ from bundle_contract._generated.errors import SourceUnreadable
 
 RACY_NS = 2_000_000_000  # two seconds: above any filesystem's mtime granularity
 _CHUNK = 1 << 20
+
+
+# A staged copy's (st_dev, st_ino, st_size, st_mtime_ns): which inode, and that it is unchanged.
+Identity = tuple[int, int, int, int]
+
+
+def _identity(info: os.stat_result) -> Identity:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
 
 
 @dataclass(frozen=True)
@@ -108,7 +121,7 @@ def snapshot(
                 digest is not None
                 and earlier is not None
                 and previous_digests.get(target_relative) == digest
-                and _share(earlier, target_relative, target)
+                and _share(earlier, target_relative, target, cache.staged(entry.relative))
             ):
                 result.files[entry.relative] = Copied(target_relative, known.size, digest)
                 continue
@@ -117,8 +130,6 @@ def snapshot(
             except _tree.BecameLink:
                 result.refused.links.append(_tree.link_of(entry, root))
                 continue
-            if earlier is not None and previous_digests.get(target_relative) == copied.sha256:
-                _share(earlier, target_relative, target)  # the same bytes: share its inode
             result.files[entry.relative] = copied
     finally:
         os.close(root_fd)
@@ -155,6 +166,8 @@ def _copy_entry(
                 digest.update(chunk)
                 writer.write(chunk)
                 size += len(chunk)
+            writer.flush()
+            staged = os.fstat(writer.fileno())  # the copy as written: what a rebuild may share
     except OSError as exc:
         raise _unreadable(entry.relative, exc) from exc
     if info.st_mode & 0o111:
@@ -165,38 +178,45 @@ def _copy_entry(
         SourceFile(entry.relative, info.st_size, info.st_mtime_ns, info.st_ino),
         sha256,
         now_ns=now_ns,
+        staged=staged,
     )
     return Copied(target_relative, size, sha256)
 
 
-def _share(earlier: _tree.Beneath, relative: str, target: Path) -> bool:
-    """Make `target` a hard link to the previous epoch's file at `relative` (replacing a copy
-    already there).
+def _share(earlier: _tree.Beneath, relative: str, target: Path, staged: Identity | None) -> bool:
+    """Make `target` a hard link to the previous epoch's file at `relative` when that file is
+    still the copy an earlier build staged (`staged`, from the digest cache).
 
     The previous artifact is ours, but it sits where others can write too (a project's
     .bundle/artifact may even come with a clone): it is reached without following any link,
-    and the link is kept only when it names a regular file.
+    and the link made is kept only when the inode it names is the one we staged (device and
+    inode: not a hard link to another file put in its place), unchanged since (size and
+    mtime: not rewritten in place) and owned by us (a file of someone else that reused the
+    inode number could carry any mtime). The check is on the link we made, so what is checked
+    is exactly what ships. Whoever runs as us could reset an mtime, but could as well rewrite
+    the cache that vouches: that is not a boundary this can hold.
     """
+    if staged is None:
+        return False  # no copy of ours recorded: nothing in the previous epoch is vouched for
     directory, _, name = relative.rpartition("/")
     directory_fd = earlier.directory(directory)
     if directory_fd is None:
         return False
-    replacing = os.path.lexists(target)
-    made = target.with_name(f".{target.name}.{os.urandom(4).hex()}.link") if replacing else target
     try:
-        os.link(name, made, src_dir_fd=directory_fd, follow_symlinks=False)
+        os.link(name, target, src_dir_fd=directory_fd, follow_symlinks=False)
     except OSError:
         return False  # another filesystem, or the old epoch was pruned: copy instead
-    try:
-        if not stat_module.S_ISREG(os.lstat(made).st_mode):
-            raise OSError("not a regular file")
-        if replacing:
-            os.replace(made, target)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(made)
-        return False
-    return True
+    with contextlib.suppress(OSError):
+        info = os.lstat(target)
+        if (
+            stat_module.S_ISREG(info.st_mode)
+            and info.st_uid == os.geteuid()
+            and _identity(info) == staged
+        ):
+            return True
+    with contextlib.suppress(OSError):
+        os.unlink(target)  # not the file we staged: the project's own file is copied instead
+    return False
 
 
 def _unreadable(relative: str, exc: OSError) -> SourceUnreadable:
@@ -208,48 +228,104 @@ def _unreadable(relative: str, exc: OSError) -> SourceUnreadable:
 
 
 class DigestCache:
-    """sha256 of project files keyed by their stat, persisted as JSON between builds."""
+    """sha256 of project files keyed by their stat, and the identity of the copy staged of
+    each, persisted as JSON between builds (in the state directory, not in the project)."""
 
     def __init__(self, entries: Mapping[str, list[Any]] | None = None) -> None:
         self._entries: dict[str, list[Any]] = dict(entries or {})
 
     @classmethod
     def load(cls, path: Path) -> DigestCache:
-        """The cache saved at `path`; an empty one when it is missing or unreadable."""
+        """The cache saved at `path`; an empty one when it is missing, unreadable, a link or
+        not ours: it vouches for what a rebuild shares unread, so only a file this user wrote
+        is believed (the state directory may sit in the project, which others can write;
+        DIAG-109)."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return cls()
+        try:
+            info = os.fstat(fd)
+            if not stat_module.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+                return cls()
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb", closefd=False) as stream:
+                data = json.loads(stream.read())
         except (OSError, ValueError):
             return cls()
+        finally:
+            os.close(fd)
         if not isinstance(data, dict):
             return cls()
-        return cls({k: v for k, v in data.items() if isinstance(v, list) and len(v) == 4})
+        # An entry of another shape (an older cache: no staged identity) is dropped: that file
+        # is read and copied once more, never shared on the previous epoch's word.
+        return cls({k: v for k, v in data.items() if _entry_shape(v)})
 
     def save(self, path: Path) -> None:
-        """Write the cache atomically (a reader never sees half a file)."""
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(self._entries, separators=(",", ":")), encoding="utf-8")
-        os.replace(temporary, path)
+        """Write the cache atomically (a reader never sees half a file), through a new file
+        of ours: O_EXCL and O_NOFOLLOW, so a name planted beside it is never written through."""
+        temporary = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(temporary, flags, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as stream:
+                stream.write(json.dumps(self._entries, separators=(",", ":")).encode())
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
 
     def known(self, source: SourceFile) -> str | None:
         """The digest of `source` when its stat is the one it was hashed under."""
         entry = self._entries.get(source.relative)
         if entry is None:
             return None
-        size, mtime_ns, inode, digest = entry
+        size, mtime_ns, inode, digest, _staged = entry
         if (size, mtime_ns, inode) != (source.size, source.mtime_ns, source.inode):
             return None
         return str(digest)
 
-    def remember(self, source: SourceFile, digest: str, *, now_ns: int) -> None:
+    def staged(self, relative: str) -> Identity | None:
+        """The identity of the copy of `relative` a build staged when it hashed the file."""
+        entry = self._entries.get(relative)
+        if entry is None:
+            return None
+        dev, ino, size, mtime_ns = entry[4]
+        return (dev, ino, size, mtime_ns)
+
+    def remember(
+        self, source: SourceFile, digest: str, *, now_ns: int, staged: os.stat_result
+    ) -> None:
         if now_ns - source.mtime_ns < RACY_NS:
             self._entries.pop(source.relative, None)
             return
-        self._entries[source.relative] = [source.size, source.mtime_ns, source.inode, digest]
+        self._entries[source.relative] = [
+            source.size,
+            source.mtime_ns,
+            source.inode,
+            digest,
+            list(_identity(staged)),
+        ]
 
     def prune(self, live: set[str]) -> None:
         """Forget files that are no longer part of the project."""
         for relative in [r for r in self._entries if r not in live]:
             del self._entries[relative]
+
+
+def _entry_shape(value: Any) -> bool:
+    """[size, mtime_ns, inode, sha256, [dev, ino, size, mtime_ns]]: nothing else is trusted."""
+    if not isinstance(value, list) or len(value) != 5:
+        return False
+    *numbers, digest, staged = value
+    return (
+        all(type(n) is int for n in numbers)
+        and isinstance(digest, str)
+        and isinstance(staged, list)
+        and len(staged) == 4
+        and all(type(n) is int for n in staged)
+    )
 
 
 def revision(digests: Mapping[str, str]) -> str:

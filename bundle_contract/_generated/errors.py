@@ -450,7 +450,8 @@ class ConfigFileMissing(DiagnosticError):
 
 class ConfigLoadFailed(DiagnosticError):
     """Bundle.config.py failed to run (syntax error, exception, no `config`), a config factory
-    raised, or bundle.config.json is not JSON.
+    raised, bundle.config.json is not JSON, or the config file is a symbolic link or no
+    regular file.
     """
 
     code: ClassVar[str] = "BX4702"
