@@ -8,6 +8,7 @@ finds a process that wrote no pid file."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -342,6 +343,32 @@ def test_a_job_that_ended_on_its_own_is_reaped_with_the_trial(tmp_path: Path) ->
     finally:
         commands.end()
     assert not Path(f"/proc/{pid}").exists()
+
+
+def refused_pidfd(number: int) -> Any:
+    def pidfd_open(pid: int, flags: int = 0) -> int:
+        raise OSError(number, os.strerror(number))
+
+    return pidfd_open
+
+
+@pytest.mark.parametrize("pidfd", ["missing", "ENOSYS", "EPERM"])
+def test_commands_are_waited_for_without_a_pidfd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pidfd: str
+) -> None:
+    # Before Linux 5.3 there is no pidfd_open (ENOSYS), and a seccomp filter may refuse it
+    # (EPERM): commands still end, and still time out.
+    if pidfd == "missing":
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    else:
+        monkeypatch.setattr(os, "pidfd_open", refused_pidfd(getattr(errno, pidfd)))
+    monkeypatch.setattr(commands_module, "command_seconds", lambda: 0.5)
+    commands = Commands(tmp_path, dict(os.environ), threading.Event())
+    try:
+        assert commands.run("echo ran; exit 3") == (3, "ran\n")
+        assert commands.run("sleep 300") == (None, "timed out after 0.5 s")
+    finally:
+        commands.end()
 
 
 def test_a_command_runs_once_whatever_it_prints(tmp_path: Path) -> None:
