@@ -1,17 +1,22 @@
 """The sandbox of a trial's setup and grader commands (bundle_server/evals/sandbox.py), seen
 from outside: trials of the real development server and the fake agent whose commands try to
-write outside their workspace or to leave processes behind (spec/requirements.toml API-101 to
-API-103).
+write outside their workspace, reach a socket or leave processes behind (spec/requirements.toml
+API-101 to API-105), and how the tests state what they need of the machine (`lacking`).
 
 The tests find what a command left by a token in its command line (`survivors`), which also
 finds a process that wrote no pid file."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
 import shlex
+import shutil
+import socket
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -24,7 +29,7 @@ from _evals import host_env
 from _projects import config, write_project
 from fake_agent import agent
 
-from bundle_contract._owner import ProcessOwner
+from bundle_contract._owner import ProcessOwner, process_owner
 from bundle_contract._validation import problems
 from bundle_server.evals import EvalHarness, create_eval_harness
 from bundle_server.evals import commands as commands_module
@@ -68,6 +73,35 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield Lab(project, harness)
 
 
+def lacking(reason: str | None) -> None:
+    """Skip a test for a capability this machine lacks (`reason`; None: it has it). Under CI
+    (`CI` set) fail instead: `make test` installs bubblewrap and CI runs in a writable cgroup
+    v2, so their absence there is a broken machine, not a reason to skip."""
+    if reason is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def needs_bwrap() -> None:
+    """For a test of what the sandbox keeps a command from (kind "bwrap")."""
+    if sandbox_module.requested() == "none":
+        lacking(f"{SANDBOX_VARIABLE}=none is set")
+    lacking(sandbox_module.unavailable())
+
+
+def needs_cgroup() -> None:
+    """For a test whose command leaves a process out of its session with a cleared
+    environment: only a cgroup holds it (the subreaper fallback says it cannot, UNCAUGHT_NOTE)."""
+    mechanism = process_owner().mechanism  # the owner the trials' boxes start units of
+    if mechanism != "cgroup":
+        lacking(
+            f"process units use the {mechanism} fallback: no writable cgroup v2 with"
+            " cgroup.kill, or BUNDLE_PROCESS_UNITS asks for it"
+        )
+
+
 def survivors(token: str) -> list[int]:
     """Live (not zombie) processes whose command line holds `token`."""
     found = []
@@ -102,6 +136,8 @@ def token() -> str:
 
 
 def test_a_setup_process_that_leaves_its_session_ends_with_the_trial(lab: Lab) -> None:
+    needs_cgroup()
+    needs_bwrap()
     mark = token()
     case = {
         "id": "setsid",
@@ -118,6 +154,7 @@ def test_a_setup_process_that_leaves_its_session_ends_with_the_trial(lab: Lab) -
 
 
 def test_a_grader_process_that_leaves_its_session_ends_with_the_trial(lab: Lab) -> None:
+    needs_cgroup()
     mark = token()
     case = {
         "id": "grader-setsid",
@@ -131,6 +168,7 @@ def test_a_grader_process_that_leaves_its_session_ends_with_the_trial(lab: Lab) 
 
 
 def test_a_setup_command_cannot_write_outside_the_workspace(lab: Lab, tmp_path: Path) -> None:
+    needs_bwrap()
     mark = token()
     outside, beside = outside_path(mark), tmp_path / "beside.txt"
     case = {
@@ -152,6 +190,7 @@ def test_a_setup_command_cannot_write_outside_the_workspace(lab: Lab, tmp_path: 
 
 
 def test_a_grader_command_cannot_write_outside_the_workspace(lab: Lab) -> None:
+    needs_bwrap()
     mark = token()
     outside = outside_path(mark)
     case = {
@@ -176,9 +215,81 @@ def test_a_grader_command_cannot_write_outside_the_workspace(lab: Lab) -> None:
         outside.unlink(missing_ok=True)
 
 
+def run_directory() -> Path:
+    """A directory this process may write in that the sandbox hides: /run itself (as root),
+    else the user's runtime directory under it."""
+    for candidate in ("/run", os.environ.get("XDG_RUNTIME_DIR", "")):
+        real = os.path.realpath(candidate) if candidate else ""
+        if (real == "/run" or real.startswith("/run/")) and os.access(real, os.W_OK):
+            return Path(real)
+    lacking("no writable directory under /run here (not root, no XDG_RUNTIME_DIR under /run)")
+    raise AssertionError("unreachable: lacking() skips or fails")
+
+
+def test_a_command_reaches_no_unix_socket_under_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A socket under /run (the session bus, Docker's) is a way out that read-only mounts leave
+    # open: the sandbox hides /run, but binds back what /etc links there (resolv.conf).
+    needs_bwrap()
+    place = Path(tempfile.mkdtemp(prefix="bundle-eval-run-", dir=run_directory()))
+    link = OUTSIDE_DIRECTORY / f"bundle-eval-link-{token()}"
+    try:
+        (place / "resolv.conf").write_text("nameserver 127.0.0.53\n", encoding="utf-8")
+        link.symlink_to(place / "resolv.conf")
+        monkeypatch.setattr(sandbox_module, "RUN_LINKS", (str(link),))
+        path = place / "bus"
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(str(path))
+            server.listen()
+            with socket.socket(socket.AF_UNIX) as client:
+                client.connect(str(path))  # out here it answers
+            connect = "import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])"
+            commands = Commands(tmp_path, dict(os.environ), threading.Event())
+            try:
+                code, said = commands.run(
+                    f"{shlex.quote(sys.executable)} -c {shlex.quote(connect)} {path} 2>&1"
+                    f" | tail -n 1; cat {link}"
+                )
+            finally:
+                commands.end()
+        assert code == 0, said
+        assert said.splitlines() == [
+            "FileNotFoundError: [Errno 2] No such file or directory",
+            "nameserver 127.0.0.53",
+        ], said
+    finally:
+        link.unlink(missing_ok=True)
+        shutil.rmtree(place, ignore_errors=True)
+
+
+def test_a_command_sees_no_session_bus_and_has_ipc_of_its_own(tmp_path: Path) -> None:
+    needs_bwrap()
+    env = {
+        **os.environ,
+        "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/0/bus",
+        "XDG_RUNTIME_DIR": "/run/user/0",
+    }
+    commands = Commands(tmp_path, env, threading.Event())
+    try:
+        code, said = commands.run(
+            'echo "${DBUS_SESSION_BUS_ADDRESS-unset} ${XDG_RUNTIME_DIR-unset}";'
+            " readlink /proc/self/ns/ipc"
+        )
+    finally:
+        commands.end()
+    assert code == 0, said
+    variables, namespace = said.splitlines()
+    assert variables == "unset unset"
+    # System V IPC and POSIX message queues of its own, none of this machine's.
+    assert namespace.startswith("ipc:[")
+    assert namespace != os.readlink("/proc/self/ns/ipc")
+
+
 def test_a_timed_out_setup_command_leaves_nothing(
     lab: Lab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    needs_cgroup()
     monkeypatch.setattr(commands_module, "command_seconds", lambda: 1.0)
     mark = token()
     case = {
@@ -197,6 +308,7 @@ def test_a_timed_out_setup_command_leaves_nothing(
 
 
 def test_an_interrupted_command_leaves_nothing(tmp_path: Path) -> None:
+    needs_cgroup()
     mark = token()
     stopped = threading.Event()
     commands = Commands(tmp_path, dict(os.environ), stopped)
@@ -233,6 +345,32 @@ def test_a_job_that_ended_on_its_own_is_reaped_with_the_trial(tmp_path: Path) ->
     assert not Path(f"/proc/{pid}").exists()
 
 
+def refused_pidfd(number: int) -> Any:
+    def pidfd_open(pid: int, flags: int = 0) -> int:
+        raise OSError(number, os.strerror(number))
+
+    return pidfd_open
+
+
+@pytest.mark.parametrize("pidfd", ["missing", "ENOSYS", "EPERM"])
+def test_commands_are_waited_for_without_a_pidfd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pidfd: str
+) -> None:
+    # Before Linux 5.3 there is no pidfd_open (ENOSYS), and a seccomp filter may refuse it
+    # (EPERM): commands still end, and still time out.
+    if pidfd == "missing":
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    else:
+        monkeypatch.setattr(os, "pidfd_open", refused_pidfd(getattr(errno, pidfd)))
+    monkeypatch.setattr(commands_module, "command_seconds", lambda: 0.5)
+    commands = Commands(tmp_path, dict(os.environ), threading.Event())
+    try:
+        assert commands.run("echo ran; exit 3") == (3, "ran\n")
+        assert commands.run("sleep 300") == (None, "timed out after 0.5 s")
+    finally:
+        commands.end()
+
+
 def test_a_command_runs_once_whatever_it_prints(tmp_path: Path) -> None:
     # Output that looks like bwrap's own complaint is the command's: never a reason to
     # start it again.
@@ -248,6 +386,7 @@ def test_a_command_runs_once_whatever_it_prints(tmp_path: Path) -> None:
 def test_without_a_sandbox_the_record_says_so_and_clean_up_still_runs(
     lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    needs_cgroup()
     monkeypatch.setenv(SANDBOX_VARIABLE, "none")
     mark = token()
     beside = tmp_path / "beside.txt"
@@ -275,6 +414,7 @@ def test_without_a_sandbox_the_record_says_so_and_clean_up_still_runs(
 def test_without_a_cgroup_the_record_says_what_is_unguarded(
     lab: Lab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    needs_bwrap()
     owner = ProcessOwner("subreaper")
     monkeypatch.setattr(sandbox_module, "process_owner", lambda: owner)
     mark = token()

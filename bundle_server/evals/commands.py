@@ -16,6 +16,7 @@ own words as its output, never a reason to run it again.
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import subprocess
@@ -33,6 +34,34 @@ POLL_SECONDS = 0.05
 
 def command_seconds() -> float:
     return float(get_spec().limit("eval-command-time")["maximum"]) / 1000
+
+
+def pidfd(pid: int) -> int | None:
+    """A file descriptor readable the moment `pid` exits, or None where there is none: no
+    os.pidfd_open, a kernel before Linux 5.3 (ENOSYS), or a seccomp filter that refuses it
+    (EPERM, some container runtimes). Any other failure is raised."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        return int(opener(pid))
+    except OSError as error:
+        if error.errno in (errno.ENOSYS, errno.EPERM):
+            return None
+        raise
+
+
+def exited_within(process: subprocess.Popen[bytes], exited: int | None, seconds: float) -> bool:
+    """Whether `process` exited within `seconds`. On its pidfd that is known at once (and the
+    caller reaps it); without one, Popen.wait(timeout) polls with doubling sleeps, which made a
+    4 ms command take 8: slower, still right."""
+    if exited is not None:
+        return bool(select.select([exited], [], [], seconds)[0])
+    try:
+        process.wait(seconds)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 class Commands:
@@ -82,21 +111,19 @@ class Commands:
 
     def _wait(self, process: subprocess.Popen[bytes]) -> int | None:
         deadline = time.monotonic() + command_seconds()
-        # A pidfd is readable the moment the process exits: Popen.wait(timeout) polls with
-        # doubling sleeps, which made a 4 ms command take 8.
-        exited = os.pidfd_open(process.pid)
+        exited = pidfd(process.pid)
         try:
-            while True:
-                if select.select([exited], [], [], POLL_SECONDS)[0]:
-                    return process.wait()
+            while not exited_within(process, exited, POLL_SECONDS):
                 if self._stopped.is_set() or time.monotonic() >= deadline:
                     try:
                         self.end()
                     finally:
                         process.wait()  # killed with its unit; ours to reap
                     return None
+            return process.wait()
         finally:
-            os.close(exited)
+            if exited is not None:
+                os.close(exited)
 
     def end(self) -> None:
         """Kill and reap everything the trial's commands started (close the box)."""

@@ -2,7 +2,7 @@
 
 `open_box(workspace)` gives the trial one `Box`; `box.start(argv, ...)` starts one command in
 it; `box.close()` ends every process any of the trial's commands started. A box is two things
-(spec/requirements.toml API-101 to API-103):
+(spec/requirements.toml API-101 to API-103, API-105):
 
 - A process unit (`bundle_contract._owner`), the trial's, opened with the box: the owner of
   every process its commands start. Each command is spawned into it (`unit.command`, outside
@@ -20,8 +20,23 @@ it; `box.close()` ends every process any of the trial's commands started. A box 
   one failed under load (bwrap 0.8: "Can't send pid"). No `--die-with-parent` either: the unit,
   not bwrap's parent, decides when processes end. As root, bwrap keeps every capability
   unless told otherwise (measured: `mount -o remount,rw /` then works inside), hence
-  `--cap-drop ALL`; as another user, `--unshare-user` gives it the namespace it needs. The
-  network is not touched: a setup service may serve the host over loopback.
+  `--cap-drop ALL`; as another user, `--unshare-user` gives it the namespace it needs.
+- Read-only mounts do not stop a command from connecting to a Unix socket, and a socket is a
+  way out: the D-Bus session bus (`systemd-run --user` starts a process outside both the
+  sandbox and the unit), Docker's socket (a root shell, as root). Hence a tmpfs over /run (and
+  /var/run where it is no link to /run), which hides the sockets of the system's daemons and
+  the user's XDG_RUNTIME_DIR, with the files /etc links into it (`RUN_LINKS`: resolv.conf
+  under systemd-resolved) bound back read-only; DBUS_SESSION_BUS_ADDRESS and XDG_RUNTIME_DIR
+  unset; and an IPC namespace of its own (System V IPC, POSIX message queues). What stays
+  reachable (spec/requirements.toml API-105): the network, on purpose, since a setup service
+  may serve the host over loopback, and with it abstract Unix sockets (they live in the
+  network namespace); sockets outside /run, /var/run and /tmp; and signals: a command can
+  signal any process of its user (as root: every root process). ptrace, and with it
+  /proc/<pid>/mem, root and cwd, fails on processes outside (measured): as another user the
+  command's user namespace is not theirs; as root it has no capabilities, so only root
+  processes that hold none either (another trial's commands) are open to it. Closing the
+  signals would need a PID namespace, which a background job cannot have (above), or a seccomp
+  filter: a BPF program we would have to build and keep without libseccomp.
 
 Kind "none" where bubblewrap is missing or its probe (`bwrap_refusal`, once per process)
 fails, or where BUNDLE_EVAL_SANDBOX=none asks for it (spec/runtime.toml eval-sandbox):
@@ -55,20 +70,56 @@ UNCAUGHT_NOTE = (
 )
 
 
+# Where the system's daemons and the user's session keep their sockets: hidden by a tmpfs.
+RUN_DIRECTORIES = ("/run", "/var/run")
+# Files the rest of the system reaches through a link into a hidden directory, bound back
+# read-only: under systemd-resolved, name resolution reads resolv.conf from /run.
+RUN_LINKS = ("/etc/resolv.conf",)
+# Where a command would find the user's session bus and runtime directory: gone.
+UNSET_VARIABLES = ("DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR")
+
+
+def hidden_directories() -> list[str]:
+    """The run directories of this machine, each once (/var/run is mostly a link to /run);
+    a missing one is skipped: bwrap could not make its mount point on the read-only root."""
+    found: list[str] = []
+    for name in RUN_DIRECTORIES:
+        real = os.path.realpath(name)
+        if os.path.isdir(real) and real not in found:
+            found.append(real)
+    return found
+
+
+def hiding_arguments() -> list[str]:
+    """The tmpfs mounts over the run directories, then the files linked into them."""
+    hidden = hidden_directories()
+    arguments = [argument for place in hidden for argument in ("--tmpfs", place)]
+    for link in RUN_LINKS:
+        real = os.path.realpath(link)
+        inside = any(real.startswith(place.rstrip("/") + "/") for place in hidden)
+        if inside and os.path.isfile(real):
+            arguments += ["--ro-bind", real, real]
+    return arguments
+
+
 def mount_arguments(workspace: Path, *, root: bool) -> list[str]:
     """bwrap's arguments up to the command: everything read-only but the workspace, a private
-    /tmp and /dev. Order matters: bwrap mounts in order, and the workspace may lie under /tmp,
-    so it is bound after the tmpfs that hides the rest of /tmp."""
+    /tmp and /dev; the run directories hidden, an IPC namespace of its own (module docstring).
+    Order matters: bwrap mounts in order, and the workspace may lie under /tmp or /run, so it
+    is bound after the tmpfs mounts that hide the rest of them."""
     place = str(workspace)
     return [
         *(("--cap-drop", "ALL") if root else ("--unshare-user",)),
+        "--unshare-ipc",
         "--ro-bind", "/", "/",
         "--ro-bind", "/proc", "/proc",
         "--dev", "/dev",
+        *hiding_arguments(),
         "--tmpfs", "/tmp",
         "--bind", place, place,
         "--chdir", place,
         "--setenv", "TMPDIR", "/tmp",
+        *(argument for name in UNSET_VARIABLES for argument in ("--unsetenv", name)),
         "--",
     ]  # fmt: skip
 
@@ -142,17 +193,22 @@ def requested() -> str:
     return "none" if value == "none" else "bwrap"
 
 
+def unavailable() -> str | None:
+    """Why bubblewrap cannot box commands on this machine, or None when it can."""
+    if (executable := shutil.which("bwrap")) is None:
+        return "bwrap is not installed; Debian's package is bubblewrap"
+    refused = bwrap_refusal(executable, os.geteuid() == 0)
+    return None if refused is None else f"bwrap: {refused}"
+
+
 def open_box(workspace: Path) -> Box:
     """The trial's box: bubblewrap where it works, else commands as they are, with a note."""
     if requested() == "none":
-        reason = f"{get_spec().variable('eval-sandbox')}=none"
-    elif (executable := shutil.which("bwrap")) is None:
-        reason = "bwrap is not installed; Debian's package is bubblewrap"
+        reason: str | None = f"{get_spec().variable('eval-sandbox')}=none"
     else:
-        root = os.geteuid() == 0
-        refused = bwrap_refusal(executable, root)
-        if refused is None:
-            prefix = [executable, *mount_arguments(workspace, root=root)]
-            return Box("bwrap", prefix, None)
-        reason = f"bwrap: {refused}"
-    return Box("none", [], NONE_NOTE.format(reason=reason))
+        reason = unavailable()
+    executable = shutil.which("bwrap")
+    if reason is not None or executable is None:
+        return Box("none", [], NONE_NOTE.format(reason=reason or unavailable()))
+    prefix = [executable, *mount_arguments(workspace, root=os.geteuid() == 0)]
+    return Box("bwrap", prefix, None)
