@@ -300,6 +300,39 @@ def test_bundle_build_says_so_when_the_config_ends_the_process(tmp_path: Path) -
         kill_all(pids)
 
 
+def cgroup_owner() -> ProcessOwner:
+    """A ProcessOwner with cgroup units; skips where the machine has no usable cgroup v2 (an
+    ordinary user's Linux), but under CI (`CI` set) that fails instead, as for missing_cli."""
+    try:
+        return ProcessOwner("cgroup")
+    except RuntimeError as error:
+        reason = f"no usable cgroup v2 here: {error}"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def test_a_unit_spawn_of_a_program_that_cannot_run_fails_before_it_starts(tmp_path: Path) -> None:
+    # In a cgroup the unit starts sh, which joins and then execs: without a check first, a
+    # missing program would be sh's exit status 127 instead of an error naming it.
+    owner = cgroup_owner()
+    unit = owner.start_unit("missing")
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    try:
+        with pytest.raises(FileNotFoundError) as missing:
+            unit.command([str(tmp_path / "nonexistent"), "x"])
+        assert missing.value.filename == str(tmp_path / "nonexistent")
+        with pytest.raises(PermissionError) as denied:
+            unit.command([str(plain)])
+        assert denied.value.filename == str(plain)
+        with pytest.raises(FileNotFoundError):
+            unit.command(["bundle-no-such-program"], env={"PATH": str(tmp_path)})
+        assert unit.command(["sh", "-c", "true"])[-3:] == ["sh", "-c", "true"]
+    finally:
+        owner.end_all()
+
+
 def test_the_subreaper_fallback_ends_a_unit_whole(tmp_path: Path) -> None:
     owner = ProcessOwner("subreaper")
     assert owner.mechanism == "subreaper"
@@ -323,7 +356,7 @@ def test_the_subreaper_fallback_ends_a_unit_whole(tmp_path: Path) -> None:
 
 
 def test_a_member_that_exited_on_its_own_is_reaped_when_its_unit_ends(tmp_path: Path) -> None:
-    owner = ProcessOwner("cgroup")
+    owner = cgroup_owner()
     unit = owner.start_unit("exited")
     # sh leaves a short job and exits: the job is orphaned, adopted by this process (a
     # subreaper), and a zombie once it exits, no longer listed in the unit.

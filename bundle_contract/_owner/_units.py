@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import errno
 import itertools
 import json
 import os
@@ -57,6 +58,32 @@ def become_subreaper() -> bool:
         return False
 
 
+def check_executable(
+    program: str,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> None:
+    """Raise what Popen would for `program` that cannot be executed: FileNotFoundError when
+    it is nowhere (a path, or a name on PATH), PermissionError when it is not executable.
+    PATH is `env`'s, else ours (an SDK may add ours to an `env` without one)."""
+    if os.sep in program:
+        candidates = [os.path.join(os.fspath(cwd or "."), program)]
+    else:
+        path = (env or {}).get("PATH") or os.environ.get("PATH") or os.defpath
+        candidates = [os.path.join(folder or ".", program) for folder in path.split(os.pathsep)]
+    denied = False
+    for candidate in candidates:
+        if os.path.isfile(candidate):
+            if os.access(candidate, os.X_OK):
+                return
+            denied = True
+        elif os.path.isdir(candidate) and os.sep in program:
+            denied = True  # execve says EACCES for a directory
+    if denied:
+        raise PermissionError(errno.EACCES, "not an executable file", program)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+
+
 class Unit:
     """Processes that end together: what is spawned into the unit and all its descendants."""
 
@@ -81,9 +108,24 @@ class Unit:
 
     # --- starting processes in the unit ---
 
-    def command(self, argv: Sequence[str]) -> list[str]:
-        """`argv` as a command that runs inside the unit."""
-        return list(argv) if self.directory is None else _cgroup.wrap(self.directory, argv)
+    def command(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> list[str]:
+        """`argv` as a command that runs inside the unit. `env` and `cwd` are what it will be
+        started with (None: ours), for the check below.
+
+        In a cgroup, the command is `sh` joining the unit and then exec'ing `argv`: a missing or
+        non-executable program would only be sh's exit status 127 or 126, after the start. So
+        it is looked up first, as Popen would, and raises the OSError Popen would have raised
+        (FileNotFoundError or PermissionError, naming the program), before anything starts."""
+        if self.directory is None:
+            return list(argv)  # started as it is: Popen itself raises for a missing program
+        check_executable(argv[0], env, cwd)
+        return _cgroup.wrap(self.directory, argv)
 
     def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """`base` (default: ours) with the unit's marker; every descendant inherits it."""

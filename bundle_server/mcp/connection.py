@@ -153,11 +153,14 @@ class McpConnection:
                     # its process by then, and the unit ends what is left (off this loop).
                     unit = process_owner().start_unit("mcp-server")
                     stack.push_async_callback(asyncio.to_thread, unit.end)
-                    command = unit.command([self._start.command, *self._start.args])
+                    environment = unit.environment(dict(self._start.env))
+                    command = unit.command(
+                        [self._start.command, *self._start.args], env=environment, cwd=self._cwd
+                    )
                     params = StdioServerParameters(
                         command=command[0],
                         args=command[1:],
-                        env=unit.environment(dict(self._start.env)),
+                        env=environment,
                         cwd=self._cwd,
                     )
                     read, write = await stack.enter_async_context(
