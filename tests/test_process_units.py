@@ -300,6 +300,41 @@ def test_bundle_build_says_so_when_the_config_ends_the_process(tmp_path: Path) -
         kill_all(pids)
 
 
+# bundle-build with a unit that outlives its end: SIGKILL cannot fail, so a process stuck in
+# uninterruptible sleep is simulated by an end() that ends the unit and then says it did not.
+STUCK_BUILD = """
+import sys
+from bundle_contract._owner import _units
+
+real_end = _units.Unit.end
+
+def end(self):
+    real_end(self)
+    raise _units.UnitNotEnded("processes of unit build outlived their end (simulated)")
+
+_units.Unit.end = end
+from bundle_contract._build._cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_bundle_build_says_so_in_one_line_when_a_unit_outlives_its_end(tmp_path: Path) -> None:
+    project, pids = escaping_project(tmp_path)
+    env = {**os.environ, "BUNDLE_STATE_ROOT": str(tmp_path / "state")}
+    command = [sys.executable, "-c", STUCK_BUILD, str(project)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 1 and done.stdout == "", done.stderr
+        (line,) = done.stderr.splitlines()
+        assert line == (
+            "bundle-build: the build ended but processes of unit build outlived their end"
+            " (simulated)"
+        )
+        assert_gone(started(pids / "config.0"))
+    finally:
+        kill_all(pids)
+
+
 def cgroup_owner() -> ProcessOwner:
     """A ProcessOwner with cgroup units; skips where the machine has no usable cgroup v2 (an
     ordinary user's Linux), but under CI (`CI` set) that fails instead, as for missing_cli."""

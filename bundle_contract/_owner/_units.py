@@ -196,7 +196,7 @@ class Unit:
             done = _settle(lambda: set(_cgroup.pids(self.directory or Path())) <= {keep}, deadline)
             self._reap(members)
         if not done:
-            raise UnitNotEnded(f"processes of unit {self.name} outlived their end")
+            raise self._not_ended()
 
     def end(self) -> None:
         """Kill everything in the unit, wait until it is empty, reap, and remove the unit."""
@@ -232,7 +232,14 @@ class Unit:
         finally:
             self.owner.forget(self)
         if not done:
-            raise UnitNotEnded(f"processes of unit {self.name} outlived their end")
+            raise self._not_ended()
+
+    def _not_ended(self) -> UnitNotEnded:
+        left = ", ".join(map(str, sorted(self.pids()))) or "none listed"
+        return UnitNotEnded(
+            f"processes of unit {self.name} outlived their end: still there "
+            f"{end_time():g} s after SIGKILL (pids {left})"
+        )
 
     def _living(self) -> list[int]:
         with self._lock:
