@@ -390,6 +390,47 @@ def test_the_subreaper_fallback_ends_a_unit_whole(tmp_path: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+SWEEP = """
+import sys
+from pathlib import Path
+from bundle_contract._owner import ProcessOwner
+
+print(ProcessOwner("subreaper").sweep_leftovers(Path(sys.argv[1])))
+"""
+
+
+@pytest.mark.parametrize("form", ["pid and start", "bare pid"])
+def test_a_sweep_spares_a_process_that_reused_a_recorded_leaders_pid(
+    tmp_path: Path, form: str
+) -> None:
+    # An unrelated process (in a session of its own, so its pid is also its session and group
+    # id) holds a pid that a dead owner's record names as a leader started at another time
+    # (or, in a record of an older version, at a time not recorded).
+    unrelated = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        start = int(Path(f"/proc/{unrelated.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[19])
+        records = tmp_path / "records"
+        records.mkdir()
+        record = {
+            "marker": "BUNDLE_PROCESS_UNIT=4999999-1-0000.1",
+            "since": start,
+            "leaders": [[unrelated.pid, start - 1] if form == "pid and start" else unrelated.pid],
+        }
+        # Owner pid 4999999 is above any pid_max: that owner is dead.
+        (records / "4999999-1-0000abcd.1.json").write_text(json.dumps(record))
+        # In a child process: the sweeping owner becomes a subreaper, which pytest must not.
+        done = subprocess.run(
+            [sys.executable, "-c", SWEEP, str(records)], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "1"  # the record was swept
+        assert unrelated.poll() is None, "the sweep killed a process that only reused a pid"
+        assert state(unrelated.pid) not in (None, "Z")
+    finally:
+        unrelated.kill()
+        unrelated.wait()
+
+
 def test_a_member_that_exited_on_its_own_is_reaped_when_its_unit_ends(tmp_path: Path) -> None:
     owner = cgroup_owner()
     unit = owner.start_unit("exited")

@@ -92,7 +92,9 @@ class Unit:
         self.name = name
         self.marker = f"{marker_variable()}={owner.identity}-{owner.token}.{number}"
         self.since = _procfs.start_time(os.getpid())
-        self._tracked: set[int] = set()
+        # The processes the caller started and reaps: pid -> start time (a pid alone may be
+        # reused once the process is gone).
+        self._tracked: dict[int, int] = {}
         # Members seen when the unit was killed: once dead, the orphans among them are ours to
         # reap, and a killed unit no longer lists them.
         self._seen: dict[int, _procfs.Stat] = {}
@@ -135,7 +137,7 @@ class Unit:
     def track(self, pid: int) -> None:
         """A process of the unit that the caller started and reaps itself (never reaped here)."""
         with self._lock:
-            self._tracked.add(pid)
+            self._tracked[pid] = _procfs.start_time(pid)
         if self.directory is None:
             self._write_record()
 
@@ -157,7 +159,7 @@ class Unit:
             found = _cgroup.pids(self.directory)
         else:
             marker = self.marker.encode()
-            found = [p.pid for p in _marked.members(marker, self.since, self._tracked)]
+            found = [p.pid for p in _marked.members(marker, self.since, self.leaders())]
         return [pid for pid in found if (_procfs.stat(pid) or _STOPPED).state not in ("Z", "X")]
 
     def kill(self) -> None:
@@ -168,7 +170,7 @@ class Unit:
             found = _members(_cgroup.pids(self.directory))
             _cgroup.kill(self.directory)
         else:
-            found = _marked.kill_members(self.marker.encode(), self.since, self._tracked)
+            found = _marked.kill_members(self.marker.encode(), self.since, self.leaders())
         with self._lock:
             self._seen.update((member.pid, member) for member in found)
 
@@ -180,9 +182,9 @@ class Unit:
                 self.marker.encode(),
                 self.since,
                 deadline,
-                leaders=self._tracked,
+                leaders=self.leaders(),
                 keep={keep},
-                tracked=self._tracked,
+                tracked=set(self.leaders()),
             )
         else:
             if set(_cgroup.pids(self.directory)) <= {keep}:
@@ -211,8 +213,8 @@ class Unit:
                     self.marker.encode(),
                     self.since,
                     deadline,
-                    leaders=self._tracked,
-                    tracked=self._tracked,
+                    leaders=self.leaders(),
+                    tracked=set(self.leaders()),
                 )
                 if self.owner.sole:
                     done = _marked.end_orphans(self.owner.started(), deadline) and done
@@ -241,6 +243,11 @@ class Unit:
             f"{end_time():g} s after SIGKILL (pids {left})"
         )
 
+    def leaders(self) -> dict[int, int]:
+        """The tracked processes, pid -> start time (a copy: track() may run meanwhile)."""
+        with self._lock:
+            return dict(self._tracked)
+
     def _living(self) -> list[int]:
         with self._lock:
             seen = list(self._seen.values())
@@ -251,8 +258,9 @@ class Unit:
         # the caller started and waits for itself.
         with self._lock:
             members = [*members, *self._seen.values()]
+            tracked = set(self._tracked)
         for member in members:
-            if member.pid not in self._tracked:
+            if member.pid not in tracked:
                 _procfs.reap(member.pid, member.start)
 
     def _reap_exited(self, directory: Path) -> None:
@@ -263,10 +271,11 @@ class Unit:
         if mount is None:
             return
         own = os.getpid()
+        tracked = set(self.leaders())
         zombies = [
             found
             for found in _procfs.processes(self.since)
-            if found.ppid == own and found.state == "Z" and found.pid not in self._tracked
+            if found.ppid == own and found.state == "Z" and found.pid not in tracked
         ]
         children = [found.pid for found in zombies]
         starts = {found.pid: found.start for found in zombies}
@@ -277,7 +286,8 @@ class Unit:
         record = {
             "marker": self.marker,
             "since": self.since,
-            "leaders": sorted(self._tracked),
+            # [pid, start time]: the next owner must not take a reused pid for a leader.
+            "leaders": sorted([pid, start] for pid, start in self.leaders().items()),
         }
         self.owner.write_record(self._record, record)
 
@@ -364,7 +374,7 @@ class ProcessOwner:
 
     def started(self) -> set[int]:
         """The processes our callers started (and reap) in units still alive."""
-        return {pid for unit in self.units() for pid in unit._tracked}
+        return {pid for unit in self.units() for pid in unit.leaders()}
 
     def end_all(self) -> None:
         """End every unit of this owner (a process that is about to exit)."""
@@ -429,12 +439,26 @@ class ProcessOwner:
                         str(record["marker"]).encode(),
                         int(record["since"]),
                         time.monotonic() + end_time(),
-                        leaders={int(pid) for pid in record["leaders"]},
+                        leaders=_recorded_leaders(record["leaders"]),
                     )
                     ended += 1
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
         return ended
+
+
+def _recorded_leaders(rows: list[object]) -> dict[int, int]:
+    """A record's leaders, pid -> start time. A bare pid (a record of an older version) has no
+    start time: -1 makes it count only while no process holds that pid (see _marked)."""
+    found: dict[int, int] = {}
+    for row in rows:
+        if isinstance(row, list) and len(row) == 2:
+            found[int(row[0])] = int(row[1])
+        elif isinstance(row, int):
+            found[row] = -1
+        else:
+            raise ValueError(f"not a leader: {row!r}")
+    return found
 
 
 _owner: ProcessOwner | None = None
