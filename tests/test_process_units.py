@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import signal
@@ -25,7 +26,7 @@ import pytest
 from _kit import wait_active
 from _session_client import Client
 
-from bundle_contract._owner import ProcessOwner
+from bundle_contract._owner import ProcessOwner, _cgroup
 from bundle_server import start_dev_server
 from bundle_server._dev_server import DevServer
 
@@ -335,6 +336,34 @@ def test_bundle_build_says_so_in_one_line_when_a_unit_outlives_its_end(tmp_path:
         kill_all(pids)
 
 
+CGROUP_PROBE = """
+from bundle_contract._owner import ProcessOwner
+
+owner = ProcessOwner("cgroup")
+owner.end_all()
+"""
+
+
+@functools.cache
+def _cgroup_missing() -> str | None:
+    # In a child: an owner makes its process a subreaper, which pytest must not become.
+    done = subprocess.run(
+        [sys.executable, "-c", CGROUP_PROBE], capture_output=True, text=True, timeout=60
+    )
+    return None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1]
+
+
+def cgroup_available() -> None:
+    """Skip where the machine has no usable cgroup v2 (an ordinary user's Linux); under CI
+    (`CI` set) fail instead, as missing_cli does: there it is a broken machine."""
+    reason = _cgroup_missing()
+    if reason is not None:
+        reason = f"no usable cgroup v2 here: {reason}"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
 def cgroup_owner() -> ProcessOwner:
     """A ProcessOwner with cgroup units; skips where the machine has no usable cgroup v2 (an
     ordinary user's Linux), but under CI (`CI` set) that fails instead, as for missing_cli."""
@@ -345,6 +374,65 @@ def cgroup_owner() -> ProcessOwner:
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
+
+
+def test_the_cgroup_mount_is_read_with_the_root_it_shows() -> None:
+    # A container without a cgroup namespace of its own: its subtree is mounted at the place.
+    mountinfo = [
+        "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n",
+        "41 31 0:38 /docker/abc /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n",
+    ]
+    mount = _cgroup.parse_mount(mountinfo)
+    assert mount is not None
+    assert mount.place("/docker/abc/app") == Path("/sys/fs/cgroup/app")
+    assert mount.place("/docker/abc") == Path("/sys/fs/cgroup")
+    assert mount.place("/docker/abcd") is None and mount.place("/other") is None
+    host = _cgroup.parse_mount(["41 31 0:38 / /sys/fs/cgroup\\040x rw - cgroup2 cgroup2 rw\n"])
+    assert host is not None and host.place("/user.slice/a") == Path("/sys/fs/cgroup x/user.slice/a")
+
+
+# An owner where a process cannot be moved into a unit (a delegation that allows mkdir but
+# not writing cgroup.procs), simulated by a join that always fails.
+NO_MOVE = """
+from bundle_contract._owner import ProcessOwner, _cgroup
+
+_cgroup.JOIN_SCRIPT = 'echo 0 > /proc/nonexistent/cgroup.procs && exec "$@"'
+print(ProcessOwner().mechanism)
+try:
+    ProcessOwner("cgroup")
+except RuntimeError as error:
+    print(error)
+"""
+
+
+def test_an_owner_falls_back_where_processes_cannot_be_moved_into_a_unit() -> None:
+    cgroup_available()
+    done = subprocess.run(
+        [sys.executable, "-c", NO_MOVE], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    chosen, refused = done.stdout.splitlines()
+    assert chosen == "subreaper"
+    assert "cannot move a process into a unit" in refused
+
+
+TWO_OWNERS = """
+from bundle_contract._owner import ProcessOwner
+
+first, second = ProcessOwner("cgroup"), ProcessOwner("cgroup")
+one, other = first.start_unit("same"), second.start_unit("same")
+print(one.directory != other.directory)
+first.end_all()
+second.end_all()
+"""
+
+
+def test_two_owners_in_one_process_have_units_of_their_own() -> None:
+    cgroup_available()
+    done = subprocess.run(
+        [sys.executable, "-c", TWO_OWNERS], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (0, "True\n"), done.stderr
 
 
 def test_a_unit_spawn_of_a_program_that_cannot_run_fails_before_it_starts(tmp_path: Path) -> None:

@@ -23,7 +23,8 @@ from bundle_contract._owner import _cgroup, _marked, _procfs
 from bundle_contract._spec import get_spec
 
 PR_SET_CHILD_SUBREAPER = 36
-OWNER_DIRECTORY = re.compile(r"^bundle-owner-(\d+)-(\d+)$")
+# bundle-owner-<pid>-<start>-<token>: two owners in one process (a test's) have one each.
+OWNER_DIRECTORY = re.compile(r"^bundle-owner-(\d+)-(\d+)(?:-[0-9a-f]+)?$")
 RECORD = re.compile(r"^(\d+)-(\d+)-[0-9a-f]+\.(\d+)\.json$")
 MECHANISMS = ("cgroup", "subreaper")
 
@@ -335,22 +336,28 @@ class ProcessOwner:
         # the fallback is forced now, an earlier owner may have used cgroups).
         self.parent = _cgroup.hierarchy()
         self.mount = _cgroup.mount_point()
+        # Why there is no cgroup here (for the error when one is asked for), None if there is.
+        self.why_not: str | None = "no cgroup2 mount holds this process's cgroup"
         if self.parent is not None and chosen != "subreaper":
             self.root = self._make_root(self.parent)
         if chosen == "cgroup" and self.root is None:
-            raise RuntimeError("no writable cgroup v2 hierarchy with cgroup.kill is available")
+            raise RuntimeError(
+                f"no writable cgroup v2 hierarchy with cgroup.kill is available: {self.why_not}"
+            )
         self.mechanism = "cgroup" if self.root is not None else "subreaper"
         # Both ways: an orphan of a unit (its parent died first) is reparented to us, not to an
         # init that may never reap it, and ending the unit reaps it.
         self.subreaper = become_subreaper()
 
     def _make_root(self, parent: Path) -> Path | None:
-        root = parent / f"bundle-owner-{self.identity}"
+        root = parent / f"bundle-owner-{self.identity}-{self.token}"
         try:
-            root.mkdir(exist_ok=True)
-        except OSError:
+            root.mkdir()
+        except OSError as error:
+            self.why_not = f"cannot make {root}: {error}"
             return None
-        if not _cgroup.usable(root):
+        self.why_not = _cgroup.unusable(root)
+        if self.why_not is not None:
             with contextlib.suppress(OSError):
                 root.rmdir()
             return None
