@@ -157,14 +157,44 @@ def invoke(client: Client, route: str, pid: Path, **body: Any) -> dict[str, Any]
     return found
 
 
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
+
+
+@contextlib.contextmanager
+def subreaper_restored() -> Iterator[None]:
+    """This process a child subreaper inside, as an owner of process units in it makes it;
+    the flag is put back afterwards, so that orphans of later tests are not adopted by
+    pytest (as zombies nobody reaps) only because a test of this file ran first."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    before = ctypes.c_int(0)
+    libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(before), 0, 0, 0)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    try:
+        yield
+    finally:
+        libc.prctl(PR_SET_CHILD_SUBREAPER, before.value, 0, 0, 0)
+
+
+@pytest.fixture
+def adopting() -> Iterator[None]:
+    """Orphans (of a killed server, of an owner's units) come to this process, not to an init
+    that may not reap, so that "gone" can be checked strictly (assert_gone(adopted=True)
+    reaps them), for this test only."""
+    with subreaper_restored():
+        yield
+
+
 @pytest.fixture(scope="module")
 def escaping(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevServer, Path]]:
     root = tmp_path_factory.mktemp("escaping")
     project, pids = escaping_project(root)
     try:
-        with start_dev_server(
-            project, watch=False, environ={"BUNDLE_STATE_ROOT": str(root / "state")}
-        ) as server:
+        with (
+            subreaper_restored(),
+            start_dev_server(
+                project, watch=False, environ={"BUNDLE_STATE_ROOT": str(root / "state")}
+            ) as server,
+        ):
             yield wait_active(server), pids
     finally:
         kill_all(pids)
@@ -238,6 +268,7 @@ def test_what_an_mcp_server_starts_ends_with_its_session_at_a_new_epoch(
         assert_gone(started(path))
 
 
+@pytest.mark.usefixtures("adopting")
 def test_server_close_ends_a_running_route_and_an_mcp_server(tmp_path: Path) -> None:
     project, pids = escaping_project(tmp_path)
     try:
@@ -365,15 +396,9 @@ def cgroup_available() -> None:
 
 
 def cgroup_owner() -> ProcessOwner:
-    """A ProcessOwner with cgroup units; skips where the machine has no usable cgroup v2 (an
-    ordinary user's Linux), but under CI (`CI` set) that fails instead, as for missing_cli."""
-    try:
-        return ProcessOwner("cgroup")
-    except RuntimeError as error:
-        reason = f"no usable cgroup v2 here: {error}"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    """A ProcessOwner with cgroup units in this process (see cgroup_available)."""
+    cgroup_available()
+    return ProcessOwner("cgroup")
 
 
 def test_the_cgroup_mount_is_read_with_the_root_it_shows() -> None:
@@ -435,6 +460,7 @@ def test_two_owners_in_one_process_have_units_of_their_own() -> None:
     assert (done.returncode, done.stdout) == (0, "True\n"), done.stderr
 
 
+@pytest.mark.usefixtures("adopting")
 def test_a_unit_spawn_of_a_program_that_cannot_run_fails_before_it_starts(tmp_path: Path) -> None:
     # In a cgroup the unit starts sh, which joins and then execs: without a check first, a
     # missing program would be sh's exit status 127 instead of an error naming it.
@@ -456,6 +482,7 @@ def test_a_unit_spawn_of_a_program_that_cannot_run_fails_before_it_starts(tmp_pa
         owner.end_all()
 
 
+@pytest.mark.usefixtures("adopting")
 def test_the_subreaper_fallback_ends_a_unit_whole(tmp_path: Path) -> None:
     owner = ProcessOwner("subreaper")
     assert owner.mechanism == "subreaper"
@@ -519,6 +546,7 @@ def test_a_sweep_spares_a_process_that_reused_a_recorded_leaders_pid(
         unrelated.wait()
 
 
+@pytest.mark.usefixtures("adopting")
 def test_a_member_that_exited_on_its_own_is_reaped_when_its_unit_ends(tmp_path: Path) -> None:
     owner = cgroup_owner()
     unit = owner.start_unit("exited")
@@ -542,12 +570,6 @@ def test_a_member_that_exited_on_its_own_is_reaped_when_its_unit_ends(tmp_path: 
 # --- the next start after a SIGKILL of the server ---
 
 
-def become_subreaper() -> None:
-    # Orphans of the killed server come to this process (not to an init that may not reap),
-    # so that "gone" can be checked strictly: assert_gone(adopted=True) reaps them.
-    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
-
-
 def serve(project: Path, ready: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Any]:
     ready.unlink(missing_ok=True)
     server = subprocess.Popen(
@@ -565,8 +587,10 @@ def serve(project: Path, ready: Path, env: dict[str, str]) -> tuple[subprocess.P
 
 
 @pytest.mark.parametrize("mechanism", ["cgroup", "subreaper"])
+@pytest.mark.usefixtures("adopting")
 def test_the_next_server_ends_what_a_killed_server_started(tmp_path: Path, mechanism: str) -> None:
-    become_subreaper()
+    if mechanism == "cgroup":
+        cgroup_available()
     project, pids = escaping_project(tmp_path)
     env = {
         **os.environ,
