@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import signal
@@ -25,7 +26,7 @@ import pytest
 from _kit import wait_active
 from _session_client import Client
 
-from bundle_contract._owner import ProcessOwner
+from bundle_contract._owner import ProcessOwner, _cgroup
 from bundle_server import start_dev_server
 from bundle_server._dev_server import DevServer
 
@@ -156,14 +157,44 @@ def invoke(client: Client, route: str, pid: Path, **body: Any) -> dict[str, Any]
     return found
 
 
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
+
+
+@contextlib.contextmanager
+def subreaper_restored() -> Iterator[None]:
+    """This process a child subreaper inside, as an owner of process units in it makes it;
+    the flag is put back afterwards, so that orphans of later tests are not adopted by
+    pytest (as zombies nobody reaps) only because a test of this file ran first."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    before = ctypes.c_int(0)
+    libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(before), 0, 0, 0)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    try:
+        yield
+    finally:
+        libc.prctl(PR_SET_CHILD_SUBREAPER, before.value, 0, 0, 0)
+
+
+@pytest.fixture
+def adopting() -> Iterator[None]:
+    """Orphans (of a killed server, of an owner's units) come to this process, not to an init
+    that may not reap, so that "gone" can be checked strictly (assert_gone(adopted=True)
+    reaps them), for this test only."""
+    with subreaper_restored():
+        yield
+
+
 @pytest.fixture(scope="module")
 def escaping(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevServer, Path]]:
     root = tmp_path_factory.mktemp("escaping")
     project, pids = escaping_project(root)
     try:
-        with start_dev_server(
-            project, watch=False, environ={"BUNDLE_STATE_ROOT": str(root / "state")}
-        ) as server:
+        with (
+            subreaper_restored(),
+            start_dev_server(
+                project, watch=False, environ={"BUNDLE_STATE_ROOT": str(root / "state")}
+            ) as server,
+        ):
             yield wait_active(server), pids
     finally:
         kill_all(pids)
@@ -237,6 +268,7 @@ def test_what_an_mcp_server_starts_ends_with_its_session_at_a_new_epoch(
         assert_gone(started(path))
 
 
+@pytest.mark.usefixtures("adopting")
 def test_server_close_ends_a_running_route_and_an_mcp_server(tmp_path: Path) -> None:
     project, pids = escaping_project(tmp_path)
     try:
@@ -300,6 +332,157 @@ def test_bundle_build_says_so_when_the_config_ends_the_process(tmp_path: Path) -
         kill_all(pids)
 
 
+# bundle-build with a unit that outlives its end: SIGKILL cannot fail, so a process stuck in
+# uninterruptible sleep is simulated by an end() that ends the unit and then says it did not.
+STUCK_BUILD = """
+import sys
+from bundle_contract._owner import _units
+
+real_end = _units.Unit.end
+
+def end(self):
+    real_end(self)
+    raise _units.UnitNotEnded("processes of unit build outlived their end (simulated)")
+
+_units.Unit.end = end
+from bundle_contract._build._cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_bundle_build_says_so_in_one_line_when_a_unit_outlives_its_end(tmp_path: Path) -> None:
+    project, pids = escaping_project(tmp_path)
+    env = {**os.environ, "BUNDLE_STATE_ROOT": str(tmp_path / "state")}
+    command = [sys.executable, "-c", STUCK_BUILD, str(project)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 1 and done.stdout == "", done.stderr
+        (line,) = done.stderr.splitlines()
+        assert line == (
+            "bundle-build: the build ended but processes of unit build outlived their end"
+            " (simulated)"
+        )
+        assert_gone(started(pids / "config.0"))
+    finally:
+        kill_all(pids)
+
+
+CGROUP_PROBE = """
+from bundle_contract._owner import ProcessOwner
+
+owner = ProcessOwner("cgroup")
+owner.end_all()
+"""
+
+
+@functools.cache
+def _cgroup_missing() -> str | None:
+    # In a child: an owner makes its process a subreaper, which pytest must not become.
+    done = subprocess.run(
+        [sys.executable, "-c", CGROUP_PROBE], capture_output=True, text=True, timeout=60
+    )
+    return None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1]
+
+
+def cgroup_available() -> None:
+    """Skip where the machine has no usable cgroup v2 (an ordinary user's Linux); under CI
+    (`CI` set) fail instead, as missing_cli does: there it is a broken machine."""
+    reason = _cgroup_missing()
+    if reason is not None:
+        reason = f"no usable cgroup v2 here: {reason}"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def cgroup_owner() -> ProcessOwner:
+    """A ProcessOwner with cgroup units in this process (see cgroup_available)."""
+    cgroup_available()
+    return ProcessOwner("cgroup")
+
+
+def test_the_cgroup_mount_is_read_with_the_root_it_shows() -> None:
+    # A container without a cgroup namespace of its own: its subtree is mounted at the place.
+    mountinfo = [
+        "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n",
+        "41 31 0:38 /docker/abc /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n",
+    ]
+    mount = _cgroup.parse_mount(mountinfo)
+    assert mount is not None
+    assert mount.place("/docker/abc/app") == Path("/sys/fs/cgroup/app")
+    assert mount.place("/docker/abc") == Path("/sys/fs/cgroup")
+    assert mount.place("/docker/abcd") is None and mount.place("/other") is None
+    host = _cgroup.parse_mount(["41 31 0:38 / /sys/fs/cgroup\\040x rw - cgroup2 cgroup2 rw\n"])
+    assert host is not None and host.place("/user.slice/a") == Path("/sys/fs/cgroup x/user.slice/a")
+
+
+# An owner where a process cannot be moved into a unit (a delegation that allows mkdir but
+# not writing cgroup.procs), simulated by a join that always fails.
+NO_MOVE = """
+from bundle_contract._owner import ProcessOwner, _cgroup
+
+_cgroup.JOIN_SCRIPT = 'echo 0 > /proc/nonexistent/cgroup.procs && exec "$@"'
+print(ProcessOwner().mechanism)
+try:
+    ProcessOwner("cgroup")
+except RuntimeError as error:
+    print(error)
+"""
+
+
+def test_an_owner_falls_back_where_processes_cannot_be_moved_into_a_unit() -> None:
+    cgroup_available()
+    done = subprocess.run(
+        [sys.executable, "-c", NO_MOVE], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    chosen, refused = done.stdout.splitlines()
+    assert chosen == "subreaper"
+    assert "cannot move a process into a unit" in refused
+
+
+TWO_OWNERS = """
+from bundle_contract._owner import ProcessOwner
+
+first, second = ProcessOwner("cgroup"), ProcessOwner("cgroup")
+one, other = first.start_unit("same"), second.start_unit("same")
+print(one.directory != other.directory)
+first.end_all()
+second.end_all()
+"""
+
+
+def test_two_owners_in_one_process_have_units_of_their_own() -> None:
+    cgroup_available()
+    done = subprocess.run(
+        [sys.executable, "-c", TWO_OWNERS], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (0, "True\n"), done.stderr
+
+
+@pytest.mark.usefixtures("adopting")
+def test_a_unit_spawn_of_a_program_that_cannot_run_fails_before_it_starts(tmp_path: Path) -> None:
+    # In a cgroup the unit starts sh, which joins and then execs: without a check first, a
+    # missing program would be sh's exit status 127 instead of an error naming it.
+    owner = cgroup_owner()
+    unit = owner.start_unit("missing")
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    try:
+        with pytest.raises(FileNotFoundError) as missing:
+            unit.command([str(tmp_path / "nonexistent"), "x"])
+        assert missing.value.filename == str(tmp_path / "nonexistent")
+        with pytest.raises(PermissionError) as denied:
+            unit.command([str(plain)])
+        assert denied.value.filename == str(plain)
+        with pytest.raises(FileNotFoundError):
+            unit.command(["bundle-no-such-program"], env={"PATH": str(tmp_path)})
+        assert unit.command(["sh", "-c", "true"])[-3:] == ["sh", "-c", "true"]
+    finally:
+        owner.end_all()
+
+
+@pytest.mark.usefixtures("adopting")
 def test_the_subreaper_fallback_ends_a_unit_whole(tmp_path: Path) -> None:
     owner = ProcessOwner("subreaper")
     assert owner.mechanism == "subreaper"
@@ -322,8 +505,50 @@ def test_the_subreaper_fallback_ends_a_unit_whole(tmp_path: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+SWEEP = """
+import sys
+from pathlib import Path
+from bundle_contract._owner import ProcessOwner
+
+print(ProcessOwner("subreaper").sweep_leftovers(Path(sys.argv[1])))
+"""
+
+
+@pytest.mark.parametrize("form", ["pid and start", "bare pid"])
+def test_a_sweep_spares_a_process_that_reused_a_recorded_leaders_pid(
+    tmp_path: Path, form: str
+) -> None:
+    # An unrelated process (in a session of its own, so its pid is also its session and group
+    # id) holds a pid that a dead owner's record names as a leader started at another time
+    # (or, in a record of an older version, at a time not recorded).
+    unrelated = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        start = int(Path(f"/proc/{unrelated.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[19])
+        records = tmp_path / "records"
+        records.mkdir()
+        record = {
+            "marker": "BUNDLE_PROCESS_UNIT=4999999-1-0000.1",
+            "since": start,
+            "leaders": [[unrelated.pid, start - 1] if form == "pid and start" else unrelated.pid],
+        }
+        # Owner pid 4999999 is above any pid_max: that owner is dead.
+        (records / "4999999-1-0000abcd.1.json").write_text(json.dumps(record))
+        # In a child process: the sweeping owner becomes a subreaper, which pytest must not.
+        done = subprocess.run(
+            [sys.executable, "-c", SWEEP, str(records)], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "1"  # the record was swept
+        assert unrelated.poll() is None, "the sweep killed a process that only reused a pid"
+        assert state(unrelated.pid) not in (None, "Z")
+    finally:
+        unrelated.kill()
+        unrelated.wait()
+
+
+@pytest.mark.usefixtures("adopting")
 def test_a_member_that_exited_on_its_own_is_reaped_when_its_unit_ends(tmp_path: Path) -> None:
-    owner = ProcessOwner("cgroup")
+    owner = cgroup_owner()
     unit = owner.start_unit("exited")
     # sh leaves a short job and exits: the job is orphaned, adopted by this process (a
     # subreaper), and a zombie once it exits, no longer listed in the unit.
@@ -345,12 +570,6 @@ def test_a_member_that_exited_on_its_own_is_reaped_when_its_unit_ends(tmp_path: 
 # --- the next start after a SIGKILL of the server ---
 
 
-def become_subreaper() -> None:
-    # Orphans of the killed server come to this process (not to an init that may not reap),
-    # so that "gone" can be checked strictly: assert_gone(adopted=True) reaps them.
-    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
-
-
 def serve(project: Path, ready: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Any]:
     ready.unlink(missing_ok=True)
     server = subprocess.Popen(
@@ -368,8 +587,10 @@ def serve(project: Path, ready: Path, env: dict[str, str]) -> tuple[subprocess.P
 
 
 @pytest.mark.parametrize("mechanism", ["cgroup", "subreaper"])
+@pytest.mark.usefixtures("adopting")
 def test_the_next_server_ends_what_a_killed_server_started(tmp_path: Path, mechanism: str) -> None:
-    become_subreaper()
+    if mechanism == "cgroup":
+        cgroup_available()
     project, pids = escaping_project(tmp_path)
     env = {
         **os.environ,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bundle_contract._build._builder import BuildResult
-from bundle_contract._owner import process_owner
+from bundle_contract._owner import UnitNotEnded, process_owner
 
 POLL_SECONDS = 0.05
 
@@ -73,12 +73,20 @@ def build_in_unit(build: Callable[[], BuildResult], records: Path) -> Outcome:
             os._exit(status)
     os.close(write_fd)
     unit.track(pid)
+    stuck: UnitNotEnded | None = None
     try:
         sent, status = _collect(read_fd, pid)
     finally:
         os.close(read_fd)
-        unit.end()
+        try:
+            unit.end()
+        except UnitNotEnded as error:  # e.g. a process in uninterruptible sleep: said below
+            stuck = error
         owner.drop_records(records)
+    if stuck is not None:
+        # The build may have succeeded, but what its config started still runs: a failure,
+        # in one line, never a traceback nor a success that leaves processes behind.
+        return Outcome(None, f"the build ended but {stuck}")
     return _outcome(sent, status)
 
 

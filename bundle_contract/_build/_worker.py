@@ -39,7 +39,7 @@ from typing import Any
 from bundle_contract._build._builder import STAGING_PREFIX, BuildResult, build_project
 from bundle_contract._build._sources import DigestCache
 from bundle_contract._generated.errors import BuildFailed
-from bundle_contract._owner import process_owner
+from bundle_contract._owner import UnitNotEnded, process_owner
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 
@@ -126,13 +126,22 @@ def _serve(
                 # Done: a process the project's code forked may hold the pipe open for good.
                 break
     _, status = os.waitpid(pid, 0)
-    unit.end()  # what the build started ends with it
+    stuck = None
+    try:
+        unit.end()  # what the build started ends with it
+    except UnitNotEnded as error:
+        # Said on stderr (the server's log), and this worker serves the next build: a process
+        # stuck in uninterruptible sleep must not end the loop that every build goes through.
+        stuck = str(error)
+        print(f"build worker: build {request_id}: {stuck}", file=sys.stderr, flush=True)
     if not finished:
         why = (
             f"the build ran longer than {limit_seconds:g} s and was stopped"
             if time.monotonic() >= deadline
             else f"the build process died ({_exit_text(status)})"
         )
+        if stuck is not None:
+            why = f"{why}; {stuck}"
         _reply(replies, {"id": request_id, "event": "finished", "result": _died(why)})
 
 

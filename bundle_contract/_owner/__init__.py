@@ -18,7 +18,8 @@ Two mechanisms, chosen per owner (`mechanism`):
 - "cgroup" (`_cgroup.py`), where the machine allows it: a writable cgroup v2 hierarchy with
   `cgroup.kill` (kernel 5.14+), found from /proc/self/mountinfo and /proc/self/cgroup. The
   kernel keeps every descendant in its unit's cgroup, so nothing can leave it, and leftovers of
-  a dead owner are its `bundle-owner-<pid>-<start>` directory beside ours.
+  a dead owner are its `bundle-owner-<pid>-<start>-<token>` directory beside ours. It is
+  chosen only after a probe process really moved itself into a probe unit there.
 - "subreaper" (`_marked.py`), the fallback: an environment marker and the sessions of marked
   processes, with this process a child subreaper so that orphans come to it to be reaped. Each
   unit is also recorded (`keep_records`, the project's state directory) so that the next owner

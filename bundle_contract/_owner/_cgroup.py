@@ -24,11 +24,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 POLL_SECONDS = 0.002
+# The probe is one `sh` that writes a file and exits: milliseconds, unless the machine is
+# badly loaded. Past this, the machine is not one to run units on.
+PROBE_SECONDS = 10.0
 # Runs in the spawned process: joins the unit whose cgroup.procs is $0, then becomes the program.
 JOIN_SCRIPT = 'echo 0 > "$0" && exec "$@"'
 
@@ -46,20 +51,43 @@ def _unescape(field: str) -> str:
     return "".join(out)
 
 
-def mount_point() -> Path | None:
-    """Where the cgroup2 hierarchy is mounted, or None without a (visible) cgroup2 mount."""
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
-            for line in handle:
-                before, _, after = line.partition(" - ")
-                if after.split(" ", 1)[0] == "cgroup2":
-                    return Path(_unescape(before.split(" ")[4]))
-    except (OSError, IndexError):
-        return None
+@dataclass(frozen=True)
+class Mount:
+    """A cgroup2 mount: where it is (`point`) and which cgroup of the hierarchy it shows at
+    that place (`root`, mountinfo's 4th field): "/" on a host, but a container without a
+    cgroup namespace of its own may see only its subtree, say /docker/<id>, mounted there."""
+
+    point: Path
+    root: str = "/"
+
+    def place(self, cgroup: str) -> Path | None:
+        """The directory of `cgroup` (a path of /proc/<pid>/cgroup), None outside the mount."""
+        root = self.root.rstrip("/")
+        if cgroup != root and not cgroup.startswith(root + "/"):
+            return None
+        return self.point / cgroup[len(root) :].lstrip("/")
+
+
+def parse_mount(lines: Iterable[str]) -> Mount | None:
+    """The (first) cgroup2 mount of mountinfo `lines`, or None."""
+    for line in lines:
+        before, _, after = line.partition(" - ")
+        fields = before.split(" ")
+        if after.split(" ", 1)[0] == "cgroup2" and len(fields) > 4:
+            return Mount(Path(_unescape(fields[4])), _unescape(fields[3]))
     return None
 
 
-def cgroup_of(pid: int | str, mount: Path) -> Path | None:
+def mount_point() -> Mount | None:
+    """Where the cgroup2 hierarchy is mounted, or None without a (visible) cgroup2 mount."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+            return parse_mount(handle)
+    except OSError:
+        return None
+
+
+def cgroup_of(pid: int | str, mount: Mount) -> Path | None:
     """The cgroup v2 directory of `pid` ("self" for this process), a zombie's included: a
     zombie has left `cgroup.procs` but /proc/<pid>/cgroup still names where it was."""
     try:
@@ -67,7 +95,7 @@ def cgroup_of(pid: int | str, mount: Path) -> Path | None:
             own = next((line[3:].strip() for line in handle if line.startswith("0::")), None)
     except OSError:
         return None
-    return None if own is None else mount / own.lstrip("/")
+    return None if own is None else mount.place(own)
 
 
 def hierarchy() -> Path | None:
@@ -77,7 +105,7 @@ def hierarchy() -> Path | None:
     return path if path is not None and path.is_dir() else None
 
 
-def exited(directory: Path, mount: Path, children: list[int]) -> list[int]:
+def exited(directory: Path, mount: Mount, children: list[int]) -> list[int]:
     """Those of `children` (zombies of this process) that were in the unit or its child
     units: what exited on its own, orphaned, before the unit ended, and is ours to reap."""
     found = []
@@ -88,9 +116,47 @@ def exited(directory: Path, mount: Path, children: list[int]) -> list[int]:
     return found
 
 
-def usable(directory: Path) -> bool:
-    """Whether units can be made and ended below `directory` (a unit of ours, just made)."""
-    return all((directory / name).exists() for name in ("cgroup.kill", "cgroup.freeze"))
+def unusable(directory: Path) -> str | None:
+    """Why units cannot be made, entered and ended below `directory` (our owner directory,
+    just made), or None. Entering is tried for real, as every spawn will do it: a short-lived
+    `sh` moves itself into a probe unit. A delegation may allow mkdir but not the move (the
+    move needs write access to cgroup.procs of both cgroups and of their common ancestor)."""
+    for name in ("cgroup.kill", "cgroup.freeze"):
+        if not (directory / name).exists():
+            return f"{directory} has no {name} (cgroup.kill needs Linux 5.14)"
+    probe = directory / "probe"
+    try:
+        probe.mkdir()
+    except OSError as error:
+        return f"cannot make a unit in {directory}: {error}"
+    try:
+        done = subprocess.run(
+            wrap(probe, ["true"]),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=PROBE_SECONDS,
+            check=False,
+        )
+        if done.returncode != 0:
+            said = done.stderr.decode("utf-8", "replace").strip()[:200]
+            return f"cannot move a process into a unit in {directory}: {said or done.returncode}"
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"cannot move a process into a unit in {directory}: {error}"
+    finally:
+        # The probe has exited (and left the cgroup as it did), so the unit is empty.
+        deadline = time.monotonic() + PROBE_SECONDS
+        while True:
+            try:
+                probe.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(POLL_SECONDS)
+    return None
 
 
 def wrap(directory: Path, argv: Sequence[str]) -> list[str]:

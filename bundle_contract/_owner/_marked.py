@@ -8,8 +8,11 @@ unprivileged user, a cgroup v1 machine, a container without delegation). A unit 
 - the sessions and process groups led by a marked process (so a descendant that scrubbed its
   environment but stayed in its leader's session is found too).
 
-Members are looked for only among processes started no earlier than the unit, so a reused pid
-is never mistaken for one. Ending a unit kills its members (SIGKILL, each checked by start
+Members are looked for only among processes started no earlier than the unit's owner process
+(`Unit.since`: a record must name a time the next owner can check), and a leader is named by
+(pid, start time): its pid counts as a session or group id only while no other process holds
+that pid, so a process that reused a dead leader's pid, and its session, are never taken for
+members. Ending a unit kills its members (SIGKILL, each checked by start
 time) round after round until a scan finds none: a member forked during a round is found in
 the next. The owner is a child subreaper, so a member orphaned by the death of its parent is
 reparented to the owner instead of to PID 1, and the owner reaps it (and only it: a zombie child
@@ -26,37 +29,47 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Set
+from collections.abc import Mapping, Set
 
 from bundle_contract._owner import _procfs
 from bundle_contract._owner._procfs import Stat
 
 POLL_SECONDS = 0.005
+NO_LEADERS: Mapping[int, int] = {}
 
 
-def members(marker: bytes, since: int, leaders: Set[int] = frozenset()) -> list[Stat]:
+def members(marker: bytes, since: int, leaders: Mapping[int, int] = NO_LEADERS) -> list[Stat]:
     """The processes of the unit with `marker`, started at `since` or later (see above);
-    `leaders` are members known by pid (a forked child that joined, whose environment is its
-    parent's), whose sessions and groups count too."""
+    `leaders` (pid -> start time) are members known by pid (a forked child that joined, whose
+    environment is its parent's; what the caller started), whose sessions and groups count
+    too."""
     own = os.getpid()
     own_groups = {os.getpgrp(), os.getsid(0), own}
     candidates = list(_procfs.processes(since))
     marked = [found for found in candidates if _procfs.has_marker(found.pid, marker)]
+    # A session or group id is its leader's pid, and the kernel gives no new process a pid
+    # that is still a session or group id. So a leader's pid names the leader's session and
+    # group while the leader lives (same start time) and after it died, but not once another
+    # process holds that pid (a different start time): then the pid, and any session or group
+    # of that number, is the other process's, which must survive.
+    known = {pid for pid, start in leaders.items() if _procfs.start_time(pid) in (0, start)}
     # A marked process's own session or group, never ours: a unit started without a session
     # of its own shares the owner's, and the owner is not a member of its units.
-    # A session or group id is its leader's pid, and stays taken while the session lives.
-    groups = ({p.pid for p in marked} | set(leaders)) - own_groups
+    groups = ({p.pid for p in marked} | known) - own_groups
     ids = {p.pid for p in marked}
     return marked + [
         found
         for found in candidates
         if found.pid not in ids
-        and (found.pid in leaders or found.session in groups or found.pgrp in groups)
+        and (found.pid in known or found.session in groups or found.pgrp in groups)
     ]
 
 
 def kill_members(
-    marker: bytes, since: int, leaders: Set[int] = frozenset(), keep: Set[int] = frozenset()
+    marker: bytes,
+    since: int,
+    leaders: Mapping[int, int] = NO_LEADERS,
+    keep: Set[int] = frozenset(),
 ) -> list[Stat]:
     """SIGKILL every member but `keep` once; what was found."""
     found = [member for member in members(marker, since, leaders) if member.pid not in keep]
@@ -71,7 +84,7 @@ def end(
     since: int,
     deadline: float,
     *,
-    leaders: Set[int] = frozenset(),
+    leaders: Mapping[int, int] = NO_LEADERS,
     keep: Set[int] = frozenset(),
     tracked: Set[int] = frozenset(),
 ) -> bool:

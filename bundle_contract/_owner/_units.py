@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import errno
 import itertools
 import json
 import os
@@ -22,7 +23,8 @@ from bundle_contract._owner import _cgroup, _marked, _procfs
 from bundle_contract._spec import get_spec
 
 PR_SET_CHILD_SUBREAPER = 36
-OWNER_DIRECTORY = re.compile(r"^bundle-owner-(\d+)-(\d+)$")
+# bundle-owner-<pid>-<start>-<token>: two owners in one process (a test's) have one each.
+OWNER_DIRECTORY = re.compile(r"^bundle-owner-(\d+)-(\d+)(?:-[0-9a-f]+)?$")
 RECORD = re.compile(r"^(\d+)-(\d+)-[0-9a-f]+\.(\d+)\.json$")
 MECHANISMS = ("cgroup", "subreaper")
 
@@ -57,6 +59,32 @@ def become_subreaper() -> bool:
         return False
 
 
+def check_executable(
+    program: str,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> None:
+    """Raise what Popen would for `program` that cannot be executed: FileNotFoundError when
+    it is nowhere (a path, or a name on PATH), PermissionError when it is not executable.
+    PATH is `env`'s, else ours (an SDK may add ours to an `env` without one)."""
+    if os.sep in program:
+        candidates = [os.path.join(os.fspath(cwd or "."), program)]
+    else:
+        path = (env or {}).get("PATH") or os.environ.get("PATH") or os.defpath
+        candidates = [os.path.join(folder or ".", program) for folder in path.split(os.pathsep)]
+    denied = False
+    for candidate in candidates:
+        if os.path.isfile(candidate):
+            if os.access(candidate, os.X_OK):
+                return
+            denied = True
+        elif os.path.isdir(candidate) and os.sep in program:
+            denied = True  # execve says EACCES for a directory
+    if denied:
+        raise PermissionError(errno.EACCES, "not an executable file", program)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+
+
 class Unit:
     """Processes that end together: what is spawned into the unit and all its descendants."""
 
@@ -65,7 +93,9 @@ class Unit:
         self.name = name
         self.marker = f"{marker_variable()}={owner.identity}-{owner.token}.{number}"
         self.since = _procfs.start_time(os.getpid())
-        self._tracked: set[int] = set()
+        # The processes the caller started and reaps: pid -> start time (a pid alone may be
+        # reused once the process is gone).
+        self._tracked: dict[int, int] = {}
         # Members seen when the unit was killed: once dead, the orphans among them are ours to
         # reap, and a killed unit no longer lists them.
         self._seen: dict[int, _procfs.Stat] = {}
@@ -81,9 +111,24 @@ class Unit:
 
     # --- starting processes in the unit ---
 
-    def command(self, argv: Sequence[str]) -> list[str]:
-        """`argv` as a command that runs inside the unit."""
-        return list(argv) if self.directory is None else _cgroup.wrap(self.directory, argv)
+    def command(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> list[str]:
+        """`argv` as a command that runs inside the unit. `env` and `cwd` are what it will be
+        started with (None: ours), for the check below.
+
+        In a cgroup, the command is `sh` joining the unit and then exec'ing `argv`: a missing or
+        non-executable program would only be sh's exit status 127 or 126, after the start. So
+        it is looked up first, as Popen would, and raises the OSError Popen would have raised
+        (FileNotFoundError or PermissionError, naming the program), before anything starts."""
+        if self.directory is None:
+            return list(argv)  # started as it is: Popen itself raises for a missing program
+        check_executable(argv[0], env, cwd)
+        return _cgroup.wrap(self.directory, argv)
 
     def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """`base` (default: ours) with the unit's marker; every descendant inherits it."""
@@ -93,7 +138,7 @@ class Unit:
     def track(self, pid: int) -> None:
         """A process of the unit that the caller started and reaps itself (never reaped here)."""
         with self._lock:
-            self._tracked.add(pid)
+            self._tracked[pid] = _procfs.start_time(pid)
         if self.directory is None:
             self._write_record()
 
@@ -115,7 +160,7 @@ class Unit:
             found = _cgroup.pids(self.directory)
         else:
             marker = self.marker.encode()
-            found = [p.pid for p in _marked.members(marker, self.since, self._tracked)]
+            found = [p.pid for p in _marked.members(marker, self.since, self.leaders())]
         return [pid for pid in found if (_procfs.stat(pid) or _STOPPED).state not in ("Z", "X")]
 
     def kill(self) -> None:
@@ -125,22 +170,29 @@ class Unit:
             _cgroup.freeze(self.directory, time.monotonic() + end_time())
             found = _members(_cgroup.pids(self.directory))
             _cgroup.kill(self.directory)
+            # Thawed again: a killed member dies frozen or not, but a unit left frozen would
+            # freeze whatever joins it later, until end() (which freezes it anew).
+            _cgroup.thaw(self.directory)
         else:
-            found = _marked.kill_members(self.marker.encode(), self.since, self._tracked)
+            found = _marked.kill_members(self.marker.encode(), self.since, self.leaders())
         with self._lock:
             self._seen.update((member.pid, member) for member in found)
 
     def end_others(self, keep: int) -> None:
-        """End every process of the unit but `keep` (its leader, which lives on)."""
+        """End every process of the unit but `keep` (its leader, which lives on).
+
+        With a cgroup this reads the unit's cgroup.procs. In the fallback there is no list to
+        read: every call scans all of /proc (stat and environ of each process, a few ms on a
+        desktop with hundreds), which a warm route worker pays once per run."""
         deadline = time.monotonic() + end_time()
         if self.directory is None:
             done = _marked.end(
                 self.marker.encode(),
                 self.since,
                 deadline,
-                leaders=self._tracked,
+                leaders=self.leaders(),
                 keep={keep},
-                tracked=self._tracked,
+                tracked=set(self.leaders()),
             )
         else:
             if set(_cgroup.pids(self.directory)) <= {keep}:
@@ -154,7 +206,7 @@ class Unit:
             done = _settle(lambda: set(_cgroup.pids(self.directory or Path())) <= {keep}, deadline)
             self._reap(members)
         if not done:
-            raise UnitNotEnded(f"processes of unit {self.name} outlived their end")
+            raise self._not_ended()
 
     def end(self) -> None:
         """Kill everything in the unit, wait until it is empty, reap, and remove the unit."""
@@ -169,8 +221,8 @@ class Unit:
                     self.marker.encode(),
                     self.since,
                     deadline,
-                    leaders=self._tracked,
-                    tracked=self._tracked,
+                    leaders=self.leaders(),
+                    tracked=set(self.leaders()),
                 )
                 if self.owner.sole:
                     done = _marked.end_orphans(self.owner.started(), deadline) and done
@@ -190,7 +242,19 @@ class Unit:
         finally:
             self.owner.forget(self)
         if not done:
-            raise UnitNotEnded(f"processes of unit {self.name} outlived their end")
+            raise self._not_ended()
+
+    def _not_ended(self) -> UnitNotEnded:
+        left = ", ".join(map(str, sorted(self.pids()))) or "none listed"
+        return UnitNotEnded(
+            f"processes of unit {self.name} outlived their end: still there "
+            f"{end_time():g} s after SIGKILL (pids {left})"
+        )
+
+    def leaders(self) -> dict[int, int]:
+        """The tracked processes, pid -> start time (a copy: track() may run meanwhile)."""
+        with self._lock:
+            return dict(self._tracked)
 
     def _living(self) -> list[int]:
         with self._lock:
@@ -202,8 +266,9 @@ class Unit:
         # the caller started and waits for itself.
         with self._lock:
             members = [*members, *self._seen.values()]
+            tracked = set(self._tracked)
         for member in members:
-            if member.pid not in self._tracked:
+            if member.pid not in tracked:
                 _procfs.reap(member.pid, member.start)
 
     def _reap_exited(self, directory: Path) -> None:
@@ -214,10 +279,11 @@ class Unit:
         if mount is None:
             return
         own = os.getpid()
+        tracked = set(self.leaders())
         zombies = [
             found
             for found in _procfs.processes(self.since)
-            if found.ppid == own and found.state == "Z" and found.pid not in self._tracked
+            if found.ppid == own and found.state == "Z" and found.pid not in tracked
         ]
         children = [found.pid for found in zombies]
         starts = {found.pid: found.start for found in zombies}
@@ -228,7 +294,8 @@ class Unit:
         record = {
             "marker": self.marker,
             "since": self.since,
-            "leaders": sorted(self._tracked),
+            # [pid, start time]: the next owner must not take a reused pid for a leader.
+            "leaders": sorted([pid, start] for pid, start in self.leaders().items()),
         }
         self.owner.write_record(self._record, record)
 
@@ -276,22 +343,28 @@ class ProcessOwner:
         # the fallback is forced now, an earlier owner may have used cgroups).
         self.parent = _cgroup.hierarchy()
         self.mount = _cgroup.mount_point()
+        # Why there is no cgroup here (for the error when one is asked for), None if there is.
+        self.why_not: str | None = "no cgroup2 mount holds this process's cgroup"
         if self.parent is not None and chosen != "subreaper":
             self.root = self._make_root(self.parent)
         if chosen == "cgroup" and self.root is None:
-            raise RuntimeError("no writable cgroup v2 hierarchy with cgroup.kill is available")
+            raise RuntimeError(
+                f"no writable cgroup v2 hierarchy with cgroup.kill is available: {self.why_not}"
+            )
         self.mechanism = "cgroup" if self.root is not None else "subreaper"
         # Both ways: an orphan of a unit (its parent died first) is reparented to us, not to an
         # init that may never reap it, and ending the unit reaps it.
         self.subreaper = become_subreaper()
 
     def _make_root(self, parent: Path) -> Path | None:
-        root = parent / f"bundle-owner-{self.identity}"
+        root = parent / f"bundle-owner-{self.identity}-{self.token}"
         try:
-            root.mkdir(exist_ok=True)
-        except OSError:
+            root.mkdir()
+        except OSError as error:
+            self.why_not = f"cannot make {root}: {error}"
             return None
-        if not _cgroup.usable(root):
+        self.why_not = _cgroup.unusable(root)
+        if self.why_not is not None:
             with contextlib.suppress(OSError):
                 root.rmdir()
             return None
@@ -315,7 +388,7 @@ class ProcessOwner:
 
     def started(self) -> set[int]:
         """The processes our callers started (and reap) in units still alive."""
-        return {pid for unit in self.units() for pid in unit._tracked}
+        return {pid for unit in self.units() for pid in unit.leaders()}
 
     def end_all(self) -> None:
         """End every unit of this owner (a process that is about to exit)."""
@@ -380,12 +453,26 @@ class ProcessOwner:
                         str(record["marker"]).encode(),
                         int(record["since"]),
                         time.monotonic() + end_time(),
-                        leaders={int(pid) for pid in record["leaders"]},
+                        leaders=_recorded_leaders(record["leaders"]),
                     )
                     ended += 1
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
         return ended
+
+
+def _recorded_leaders(rows: list[object]) -> dict[int, int]:
+    """A record's leaders, pid -> start time. A bare pid (a record of an older version) has no
+    start time: -1 makes it count only while no process holds that pid (see _marked)."""
+    found: dict[int, int] = {}
+    for row in rows:
+        if isinstance(row, list) and len(row) == 2:
+            found[int(row[0])] = int(row[1])
+        elif isinstance(row, int):
+            found[row] = -1
+        else:
+            raise ValueError(f"not a leader: {row!r}")
+    return found
 
 
 _owner: ProcessOwner | None = None

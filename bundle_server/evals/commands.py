@@ -16,7 +16,9 @@ own words as its output, never a reason to run it again.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import logging
 import os
 import select
 import subprocess
@@ -26,10 +28,12 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from bundle_contract._owner import UnitNotEnded
 from bundle_contract._spec import get_spec
 from bundle_server.evals.sandbox import Box, open_box
 
 POLL_SECONDS = 0.05
+logger = logging.getLogger("bundle_server.evals")
 
 
 def command_seconds() -> float:
@@ -72,6 +76,8 @@ class Commands:
         self._env = dict(env)
         self._stopped = stopped
         self._box: Box | None = None
+        # Why the last box did not end whole (a process stuck past SIGKILL), else None.
+        self.stuck: str | None = None
         # The record's `sandbox` (EvalTrial.json): where the commands ran; None until one runs.
         self.sandbox: dict[str, str] | None = None
 
@@ -118,7 +124,11 @@ class Commands:
                     try:
                         self.end()
                     finally:
-                        process.wait()  # killed with its unit; ours to reap
+                        # Killed with its unit, so ours to reap at once; but a command stuck
+                        # past its SIGKILL (the box said so) is not waited for: that wait
+                        # could last for good. Popen reaps it later if it ever ends.
+                        with contextlib.suppress(subprocess.TimeoutExpired):
+                            process.wait(timeout=None if self.stuck is None else 0)
                     return None
             return process.wait()
         finally:
@@ -129,4 +139,9 @@ class Commands:
         """Kill and reap everything the trial's commands started (close the box)."""
         box, self._box = self._box, None
         if box is not None:
-            box.close()
+            try:
+                box.close()
+            except UnitNotEnded as error:
+                # Said, not raised: the trial's record is still written and the run goes on.
+                self.stuck = str(error)
+                logger.warning("eval trial commands: %s", error)

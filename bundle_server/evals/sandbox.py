@@ -155,9 +155,11 @@ class Box:
             note = UNCAUGHT_NOTE if note is None else f"{note}; {UNCAUGHT_NOTE}"
         self.note = note  # what is unguarded, and why; None when nothing is
 
-    def argv(self, argv: Sequence[str]) -> list[str]:
+    def argv(
+        self, argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None
+    ) -> list[str]:
         """What to start for one command: in the unit, and in bwrap for kind "bwrap"."""
-        return self.unit.command([*self._prefix, *argv])
+        return self.unit.command([*self._prefix, *argv], env=env, cwd=cwd)
 
     def start(
         self,
@@ -170,7 +172,7 @@ class Box:
     ) -> subprocess.Popen[bytes]:
         """Start one command in the box, stderr with stdout; the caller waits for it."""
         process = subprocess.Popen(
-            self.argv(argv),
+            self.argv(argv, env, cwd),
             cwd=cwd,
             stdin=stdin,
             stdout=stdout,

@@ -44,7 +44,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import TypeAdapter
 
-from bundle_contract._owner import process_owner
+from bundle_contract._owner import Unit, UnitNotEnded, process_owner
 from bundle_contract._spec import get_spec
 from bundle_server.mcp.launches import Launch
 from bundle_server.mcp.wire import SENDING, Exchange, TapRead, TapWrite, Wire
@@ -152,12 +152,15 @@ class McpConnection:
                     # Entered before the transport, so left after it: the SDK has stopped
                     # its process by then, and the unit ends what is left (off this loop).
                     unit = process_owner().start_unit("mcp-server")
-                    stack.push_async_callback(asyncio.to_thread, unit.end)
-                    command = unit.command([self._start.command, *self._start.args])
+                    stack.push_async_callback(asyncio.to_thread, self._end_unit, unit)
+                    environment = unit.environment(dict(self._start.env))
+                    command = unit.command(
+                        [self._start.command, *self._start.args], env=environment, cwd=self._cwd
+                    )
                     params = StdioServerParameters(
                         command=command[0],
                         args=command[1:],
-                        env=unit.environment(dict(self._start.env)),
+                        env=environment,
                         cwd=self._cwd,
                     )
                     read, write = await stack.enter_async_context(
@@ -189,6 +192,16 @@ class McpConnection:
             self.session = None
             self._pending.clear()  # nobody will answer them now
             self.on_end()  # the service forgets this session and closes its bindings
+
+    def _end_unit(self, unit: Unit) -> None:
+        try:
+            unit.end()
+        except UnitNotEnded as error:
+            # A process stuck past SIGKILL: a log line and the session's failure, never an
+            # exception out of the exit stack, which would skip what is left to close.
+            logger.warning("MCP server %s: %s", self.launch.server, error)
+            if self.failure is None:
+                self.failure = str(error)[:500]
 
     async def _logged(self, params: types.LoggingMessageNotificationParams) -> None:
         self._on_notification(

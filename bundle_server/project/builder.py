@@ -84,7 +84,7 @@ class BuildWorker:
             unit = process_owner().start_unit("build-worker")
             try:
                 process = subprocess.Popen(
-                    unit.command(self._argv),
+                    unit.command(self._argv, cwd=self._cwd),
                     env=unit.environment(),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
