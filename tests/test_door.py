@@ -114,6 +114,19 @@ def test_strict_parsing_keeps_numbers_and_refuses_repeats() -> None:
         loads('{"a": {"b": 1, "b": 1}}')
     with pytest.raises(ValueError, match="NaN"):
         loads('{"a": NaN}')
+    for overflow in ("1e400", "-1e400", '{"a": [2.5e308]}'):
+        with pytest.raises(ValueError, match="not finite"):
+            loads(overflow)
+
+
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "1.5E+999"])
+def test_a_number_too_large_for_a_float_is_a_400(server: Server, number: str) -> None:
+    # Read as a float it is inf, which no JSON encoder may write: stored, it broke every list
+    # and get that held it. Refused at the door, before any handler (here: none mounted).
+    text = f'{{"routeId": "r", "input": {number}}}'
+    status, envelope = post(server, "/api/routes/invocations", text)
+    assert (status, envelope["error"]["code"]) == (400, "BX1004"), envelope
+    assert "not finite" in envelope["error"]["message"]
 
 
 # --- below the door --------------------------------------------------------------------------
@@ -143,7 +156,26 @@ def test_an_invocation_that_could_not_be_published_is_never_stored(tmp_path: Pat
     service = InvocationService(lambda: ("ep_1", tmp_path))
     with pytest.raises(ValueError, match="/requestId"):
         service.start({"routeId": "stop-review", "requestId": "\ud800"})
+    # A number the lists' encoder cannot write (inf, as 1e400 reads) is refused the same way.
+    for number in (float("inf"), float("-inf"), float("nan")):
+        with pytest.raises(ValueError, match="/input/n/0"):
+            service.start({"routeId": "stop-review", "input": {"n": [number]}})
     assert service.recent(50) == []
+
+
+def test_a_record_holding_a_non_finite_number_keeps_the_trace_answering(server: Server) -> None:
+    # Published below the door: the list stays 200, the number goes out as null.
+    server.hub.publish("invocation", "kernel.note", "inf", {}, details={"n": [float("inf"), 1.5]})
+    reply = server.get("/api/trace?after=0")
+    assert reply.status == 200
+    [entry] = [e for e in reply.json()["entries"] if e["source"] == "invocation"]
+    assert entry["details"] == {"n": [None, 1.5]}
+
+    def reported() -> bool:  # loud: a warning in the log, mirrored into the trace
+        found = server.get("/api/trace?after=0").json()["entries"]
+        return any(e["source"] == "log" and "non-finite number" in e["summary"] for e in found)
+
+    wait_for(reported)
 
 
 # --- ambiguous credentials ---------------------------------------------------------------------

@@ -17,8 +17,12 @@ from _routes import COMMON_ROUTES, route_rows
 from _session_client import Client
 
 from bundle_contract._schemas import reference_validator
+from bundle_contract._spec import get_spec
 from bundle_server import start_dev_server
+from bundle_server._budget import RetentionBudget
 from bundle_server._dev_server import DevServer
+from bundle_server.invocations.service import Invocation, InvocationService
+from bundle_server.trace.hub import TraceHub
 
 ROUTES = (
     COMMON_ROUTES
@@ -75,6 +79,26 @@ def forges(event, context):
     ):
         os.write(fd, (json.dumps(forged) + chr(10)).encode())
     return "real"
+
+def infinite(event, context):
+    # A final reply written straight to the pipe, with a number no JSON encoder may write
+    # (the server's reader takes 1e400 as inf).
+    import os, sys
+    fd = int(sys.argv[sys.argv.index("--replies") + 1])
+    line = '{"id": "%s", "type": "final", "status": "completed", "outcome": "render",' \
+        ' "result": {"n": [1e400, 2]}}' % context.invocation_id
+    os.write(fd, (line + chr(10)).encode())
+    return "real"
+
+def traces(event, context):
+    # Trace replies written straight to the reply pipe, as many as the input says.
+    import json, os, sys
+    fd = int(sys.argv[sys.argv.index("--replies") + 1])
+    line = json.dumps({"id": context.invocation_id, "type": "trace", "kind": "flood", "at": "t"})
+    data = ((line + chr(10)) * context.input).encode()
+    while data:
+        data = data[os.write(fd, data):]
+    return "done"
 """
 )
 # A route declaring its input: the server checks it before the route runs (BX3104).
@@ -118,6 +142,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
                     "nan",
                     "renders_nan",
                     "forges",
+                    "infinite",
+                    "traces",
                 ),
                 TYPED,
             ],
@@ -386,7 +412,7 @@ def test_the_active_epochs_routes_are_listed(client: Client, server: DevServer) 
     active = server.project.active_epoch()
     assert active is not None and body["epochId"] == active[0]
     assert {"id": "review", "family": "stop", "handler": "bundle_routes:review"} in body["routes"]
-    assert len(body["routes"]) == 16
+    assert len(body["routes"]) == 18
     assert body["hosts"] == ["host_a", "host_b", "host_c", "host_d"]  # spec/hosts.toml
     assert [r for r in body["routes"] if "inputSchema" in r] == [
         {"id": "typed", "family": "stop", "handler": "bundle_routes:typed"} | TYPED_SCHEMA
@@ -537,3 +563,65 @@ def test_replies_forged_by_route_code_cannot_break_the_server(client: Client) ->
     assert client.request("GET", "/api/routes/invocations").status == 200
     assert client.request("GET", f"/api/routes/invocations/{forged['id']}").status == 200
     assert invoke(client, routeId="quick", input=5)[1]["invocation"]["result"] == 5
+
+
+def test_a_non_finite_number_from_below_the_door_keeps_the_list_and_the_item_up(
+    client: Client,
+) -> None:
+    # Route code forged a final reply holding 1e400 (inf once read): before, every get of it
+    # was a 500. Now it goes out as null, and the server logs a warning.
+    status, body = invoke(client, routeId="infinite")
+    assert status == 200
+    invocation = body["invocation"]
+    assert invocation["result"] == {"n": [None, 2]}
+    assert client.request("GET", "/api/routes/invocations").status == 200
+    again = client.request("GET", f"/api/routes/invocations/{invocation['id']}")
+    assert again.status == 200 and again.json()["invocation"]["result"] == {"n": [None, 2]}
+    assert sse(client, invocation["id"])[-1][1]["invocation"]["result"] == {"n": [None, 2]}
+
+
+def test_a_flood_of_trace_replies_keeps_the_newest_and_says_how_many_went(
+    client: Client,
+) -> None:
+    sent = 2000
+    status, body = invoke(client, routeId="traces", input=sent)
+    assert status == 200 and body["invocation"]["status"] == "completed"
+    invocation_id = body["invocation"]["id"]
+    kept = get_spec().limit("invocation-trace-entries")["maximum"]
+    events = sse(client, invocation_id)
+    traces = [data for name, data in events if name == "trace"]
+    assert len(traces) == kept  # the newest, in order
+    assert [t["sequence"] for t in traces] == sorted(t["sequence"] for t in traces)
+    [note] = [
+        d for d in events[-1][1]["invocation"]["diagnostics"] if d["code"] == "ROUTE-TRACE-DROPPED"
+    ]
+    dropped = int(note["message"].split()[0])
+    assert note["severity"] == "warning" and sent - kept <= dropped <= sent + 10 - kept
+    # Every one is still in the unified trace.
+    entries = client.request("GET", "/api/trace?after=0").json()["entries"]
+    flood = [
+        e
+        for e in entries
+        if e["kind"] == "kernel.flood" and e["correlation"]["invocationId"] == invocation_id
+    ]
+    assert len(flood) == sent
+
+
+def test_trace_entries_are_charged_to_the_retention_budget_and_given_up() -> None:
+    budget = RetentionBudget(64 << 20)
+    service = InvocationService(lambda: None, publish=TraceHub().publish, budget=budget)
+    invocation = Invocation({"routeId": "r"}, "ep_1", {"id": "r", "event": "stop"})
+    service._invocations[invocation.id] = invocation
+    for index in range(300):
+        service._trace(invocation, "kernel.flood", details={"index": index, "blob": "b" * 2000})
+    kept = get_spec().limit("invocation-trace-entries")["maximum"]
+    with invocation.lock:
+        assert len(invocation.trace) == kept
+        assert [e["details"]["index"] for e in invocation.trace_after(0)] == list(range(44, 300))
+        assert budget.held == invocation.held_bytes() > kept * 2000
+    budget.limit = 100_000  # now over budget: the invocation gives its trace up
+    budget.settle()
+    with invocation.lock:
+        assert budget.held == invocation.held_bytes() == 0 and not invocation.trace
+        [note] = [d for d in invocation.diagnostics if d["code"] == "ROUTE-TRACE-DROPPED"]
+    assert note["message"].startswith("300 trace entries")

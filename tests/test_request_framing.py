@@ -18,7 +18,7 @@ import pytest
 from _live import RECEIPT_TOKEN, TOKEN, Server, serve
 
 from bundle_server import create_app
-from bundle_server._http.shell import LoopbackShell
+from bundle_server._http.shell import LoopbackShell, _RequestHeaders, check_framing
 from bundle_server.logs.hub import LogHub
 from bundle_server.trace.hub import TraceHub
 
@@ -219,3 +219,90 @@ def test_a_body_framed_two_ways_is_a_400_in_the_envelope(server: Server, case: s
     assert status_and_code(raw) == (400, "BX1004"), raw[:300]
     assert b"Connection: close" in raw
     assert server.hub.replay(0)["entries"] == []  # nothing was taken in
+
+
+def exchange(server: Server, data: bytes, wait: float = 5.0) -> tuple[bytes, bool]:
+    """Send `data` on a keep-alive connection, our side left open; what came back, and
+    whether the server closed the connection (False: still open after `wait` seconds)."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=wait) as sock:
+        sock.sendall(data)
+        received = b""
+        try:
+            while chunk := sock.recv(65536):
+                received += chunk
+        except TimeoutError:
+            return received, False
+        return received, True
+
+
+def keep_alive_head(server: Server, framing: str, version: str = "HTTP/1.1") -> bytes:
+    return (
+        f"POST {RECEIPTS} {version}\r\nHost: {server.host}\r\n"
+        f"Authorization: Bearer {RECEIPT_TOKEN}\r\nContent-Type: application/json\r\n"
+        f"{framing}\r\n"
+    ).encode("ascii")
+
+
+@pytest.mark.parametrize("coding", ["gzip", "identity"])
+def test_a_transfer_encoding_other_than_chunked_alone_is_a_400_and_closed(
+    server: Server, coding: str
+) -> None:
+    # pywsgi reads a body as chunked only for exactly `chunked`: any other left the body
+    # unread, and a request hidden in it ran next on the same connection (smuggling).
+    hidden = f"GET /api/trace?after=0 HTTP/1.1\r\nHost: {server.host}\r\n\r\n".encode()
+    raw, closed = exchange(
+        server, keep_alive_head(server, f"Transfer-Encoding: {coding}\r\n") + hidden
+    )
+    assert status_and_code(raw) == (400, "BX1004"), raw[:300]
+    assert raw.count(b"HTTP/1.1 ") == 1, raw[:600]  # the hidden request never ran
+    assert b"Connection: close" in raw and closed
+    assert server.hub.replay(0)["entries"] == []
+
+
+def test_transfer_encoding_in_an_http_1_0_request_is_a_400_and_closed(server: Server) -> None:
+    # RFC 9112 6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing.
+    head = keep_alive_head(
+        server, "Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n", "HTTP/1.0"
+    )
+    raw, closed = exchange(server, head + CHUNKED_RECEIPT)
+    assert status_and_code(raw) == (400, "BX1004"), raw[:300]
+    assert closed
+    assert server.hub.replay(0)["entries"] == []
+
+
+@pytest.mark.parametrize(
+    "length",
+    [f"+{len(RECEIPT)}", f"{len(RECEIPT) // 10}_{len(RECEIPT) % 10}"],
+    ids=["plus", "underscore"],
+)
+def test_a_content_length_that_is_not_digits_only_is_a_400_and_closed(
+    server: Server, length: str
+) -> None:
+    # int() reads "+5" and "1_0" as numbers; another reader on the way need not.
+    raw, closed = exchange(
+        server, keep_alive_head(server, f"Content-Length: {length}\r\n") + RECEIPT
+    )
+    assert status_and_code(raw) == (400, "BX1004"), raw[:300]
+    assert b"Connection: close" in raw and closed
+    assert server.hub.replay(0)["entries"] == []
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        ["Transfer-Encoding: chunked, identity"],
+        ["Transfer-Encoding: gzip, chunked"],
+        ["Transfer-Encoding: chunked", "Transfer-Encoding: chunked"],
+        ["Content-Length: 5 5"],
+        ["Content-Length: 0x5"],
+    ],
+    ids=["chunked-identity", "gzip-chunked", "two-codings", "two-words", "hex"],
+)
+def test_the_head_allows_one_framing_spelled_one_way(fields: list[str]) -> None:
+    # Framings the app happened to refuse (or read as chunked) are refused by the head itself,
+    # whatever the app does with the body.
+    headers = _RequestHeaders([f"{field}\r\n".encode() for field in fields])
+    with pytest.raises(ValueError):
+        check_framing(headers)
+    for fine in (["Transfer-Encoding: Chunked"], ["Content-Length: 007"], []):
+        check_framing(_RequestHeaders([f"{field}\r\n".encode() for field in fine]))

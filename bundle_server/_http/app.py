@@ -15,7 +15,6 @@ werkzeug's in tests, runs it):
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -51,7 +50,7 @@ from bundle_server._http.routing import (
     route_rows,
 )
 from bundle_server._services import Services, import_handlers
-from bundle_server._utf8 import utf8
+from bundle_server._utf8 import json_text, utf8
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -94,7 +93,7 @@ class Wire:
 
 
 def encode_json(body: Any) -> bytes:
-    return utf8(json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+    return utf8(json_text(body))
 
 
 def json_response(status: int, body: Any) -> Wire:

@@ -251,17 +251,34 @@ class _RequestHeaders:
         return value
 
 
-def check_framing(headers: _RequestHeaders) -> None:
+# A Content-Length value: digits only (RFC 9110 8.6). Python's int() also takes "+5", "1_0"
+# and " 5", which another reader on the way would refuse or read otherwise.
+LENGTH = re.compile(r"[0-9]+")
+
+
+def check_framing(headers: _RequestHeaders, version: str = "HTTP/1.1") -> None:
     """One way to find where the body ends, or ValueError (a malformed head: 400, closed).
 
     Content-Length beside Transfer-Encoding, or given twice, leaves it to each reader which
     one counts (request smuggling, RFC 9112 6.3); pywsgi would quietly drop the length.
+    pywsgi reads a body as chunked only when Transfer-Encoding is exactly `chunked`: any other
+    (`gzip`, `chunked, identity`, `identity`, two fields) left the body unread, to be parsed
+    as the next request of a keep-alive connection. So Transfer-Encoding must be `chunked`
+    alone, in an HTTP/1.1 request (RFC 9112 6.1: in HTTP/1.0 its framing is faulty).
     """
     lengths = headers.get_all("Content-Length") or []
+    codings = headers.get_all("Transfer-Encoding") or []
     if len(lengths) > 1:
         raise ValueError("more than one Content-Length")
-    if lengths and headers.get("Transfer-Encoding") is not None:
+    if lengths and codings:
         raise ValueError("both Content-Length and Transfer-Encoding")
+    if lengths and LENGTH.fullmatch(lengths[0]) is None:
+        raise ValueError("a Content-Length that is not digits only")
+    if codings:
+        if version != "HTTP/1.1":
+            raise ValueError(f"Transfer-Encoding in an {version[:16]} request")
+        if len(codings) > 1 or codings[0].lower() != "chunked":
+            raise ValueError("a Transfer-Encoding other than chunked alone")
 
 
 # Response header pairs already checked and encoded, by (name, value): most responses send the
@@ -440,7 +457,7 @@ class _Handler(pywsgi.WSGIHandler):  # type: ignore[misc, unused-ignore]
             if len(lines) > limits.count:
                 raise _HeadersTooLarge(f"more than {limits.count} request headers")
         headers = _RequestHeaders(lines)
-        check_framing(headers)
+        check_framing(headers, self.request_version)
         return headers
 
     def get_environ(self) -> dict[str, Any]:

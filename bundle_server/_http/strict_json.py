@@ -11,6 +11,9 @@ Python's `json` is lenient where a request must not be, and each leniency was a 
   an exponent parses as `WrittenFraction`, a float that never counts as an integer, so the
   validators (compiled and reference alike call `is_integer()`) refuse it where the schema
   says integer and take it where it says number.
+- `1e400` parses to `inf` (and `-1e400` to `-inf`), a number no JSON encoder may write: stored,
+  it broke every later list holding it, as a lone surrogate did. A number too large for a
+  float is refused (`_fraction`), as `NaN` and `Infinity` are (`_refuse_constant`).
 
 Query values and headers need only `first_unencodable`: werkzeug decodes percent-escapes that
 are not UTF-8 as the literal text, and header values arrive as latin-1, so neither can hold a
@@ -20,6 +23,7 @@ surrogate today; the check keeps that true whatever server runs the app.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from bundle_server._utf8 import replace_surrogates
@@ -50,18 +54,26 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
+def _fraction(text: str) -> WrittenFraction:
+    number = WrittenFraction(text)
+    if not math.isfinite(number):
+        raise ValueError(f"the number {text[:40]} is too large to be read (it is not finite)")
+    return number
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
 def loads(text: str) -> Any:
-    """Parse JSON text strictly: no NaN or Infinity, no repeated key, fractions as written.
+    """Parse JSON text strictly: no NaN or Infinity (written or by overflow, like 1e400), no
+    repeated key, fractions as written.
 
     Raises ValueError (DuplicateKey among them) or RecursionError.
     """
     return json.loads(
         text,
         object_pairs_hook=_object,
-        parse_float=WrittenFraction,
+        parse_float=_fraction,
         parse_constant=_refuse_constant,
     )

@@ -40,7 +40,6 @@ Theory of operation (sans-IO: no sockets, no gevent):
 from __future__ import annotations
 
 import bisect
-import json
 import re
 import threading
 from collections import deque
@@ -50,7 +49,7 @@ from typing import Any
 
 from bundle_contract._generated.errors import CursorAhead, CursorMalformed, ServiceUnavailable
 from bundle_contract._spec import get_spec
-from bundle_server._utf8 import utf8
+from bundle_server._utf8 import json_text, utf8
 
 DIGITS = re.compile(r"[0-9]{1,16}")
 Record = dict[str, Any]
@@ -76,8 +75,7 @@ def parse_cursor(raw: str | None) -> int:
 
 def encode_frame(message: Any) -> bytes:
     """One NDJSON frame: compact JSON, UTF-8, newline-terminated."""
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return utf8(text) + b"\n"
+    return utf8(json_text(message)) + b"\n"
 
 
 class DroppedRuns:

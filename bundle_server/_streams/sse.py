@@ -3,14 +3,13 @@ one event's encoding, and the response that streams them."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from werkzeug.wrappers import Response
 
 from bundle_server._streams.ndjson import StreamBody
-from bundle_server._utf8 import utf8
+from bundle_server._utf8 import json_text, utf8
 
 EVENT_STREAM = "text/event-stream"
 # How often a waiting stream looks again without being woken (a safety net: every change
@@ -20,8 +19,7 @@ POLL_SECONDS = 1.0
 
 def event(name: str, data: Any) -> bytes:
     """One event: its name and its data as one compact JSON line."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return utf8(f"event: {name}\ndata: {text}\n\n")
+    return utf8(f"event: {name}\ndata: {json_text(data)}\n\n")
 
 
 def sse_response(events: Iterator[bytes], release: Callable[[], None]) -> Response:

@@ -116,8 +116,8 @@ def _events(invocation: Invocation, waker: GreenWaker, hangup: Hangup | None) ->
     while hangup is None or not hangup.gone:
         with invocation.lock:
             batch = reader.read()
-            entries = invocation.trace[traced:]
-            traced = len(invocation.trace)
+            entries = invocation.trace_after(traced)  # none the run no longer keeps
+            traced = invocation.traced
             final = invocation.envelope() if invocation.final else None
         chunk = b"".join(event("trace", entry) for entry in entries)
         if batch.truncated is not None:

@@ -11,8 +11,11 @@ Theory of operation:
   window (`window.RenderWindow`: 256 events, 2 MiB, the newest and the newest document kept), a
   kernel trace event becomes a unified-trace entry (source `invocation`, kind `kernel.<kind>`,
   correlated by invocationId, routeId, epochId, correlationId and requestId, with an `href` to
-  the invocation rather than a copy of it), the final reply makes it final. Each change calls
-  the invocation's wakes (the streams' GreenWaker), from the run's thread.
+  the invocation rather than a copy of it), the final reply makes it final. The invocation
+  keeps its newest `invocation-trace-entries` trace entries for its stream (route code can
+  write trace replies to the pipe for the whole render time); older ones go, and a warning
+  diagnostic (ROUTE-TRACE-DROPPED) counts them. Every entry is still in the unified trace.
+  Each change calls the invocation's wakes (the streams' GreenWaker), from the run's thread.
 - Exactly one final state: the first of completion, failure or `cancel()` wins, under the
   lock; a cancel of a final invocation is AB8256. A cancel ends the worker at once (its process
   group is killed), so the route's code really stops; the final envelope has no outcome.
@@ -22,8 +25,9 @@ Theory of operation:
   outcome, and `retention` only once something was dropped. The newest `invocation-retention`
   invocations are kept; older final ones are forgotten.
 - Memory: what a run keeps (its window's events, its Agent Document, its final reply's result
-  and provider values) is charged to the server's retention budget (`_budget.RetentionBudget`)
-  at the sizes the worker's reply lines were read at, and credited when evicted or forgotten.
+  and provider values, its trace entries) is charged to the server's retention budget
+  (`_budget.RetentionBudget`) at the sizes the worker's reply lines were read at (a trace
+  entry: its JSON), and credited when evicted or forgotten.
   Over budget, the oldest invocations give theirs up first (`retention.causes.memoryBudget`
   says what went). A render event above the budget's per-event bound is refused: the worker
   raises it in the route (the job carries the bound), and one that arrives anyway (route code
@@ -36,7 +40,7 @@ import contextlib
 import json
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
@@ -53,7 +57,7 @@ from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_server._budget import RetentionBudget
 from bundle_server._ids import new_id
-from bundle_server._utf8 import first_unencodable
+from bundle_server._utf8 import unpublishable
 from bundle_server.invocations.inputs import check_input
 from bundle_server.invocations.runtime import Message, RouteWorker
 from bundle_server.invocations.window import RenderWindow
@@ -68,6 +72,12 @@ OUTCOMES = ("render", "continue", "deny")
 @cache
 def kept_invocations() -> int:
     kept: int = get_spec().limit("invocation-retention")["maximum"]
+    return kept
+
+
+@cache
+def kept_trace_entries() -> int:
+    kept: int = get_spec().limit("invocation-trace-entries")["maximum"]
     return kept
 
 
@@ -150,7 +160,14 @@ class Invocation:
         self.completed_at: str | None = None
         self.duration_ms: float | None = None
         self.window: RenderWindow[dict[str, Any]] = RenderWindow()
-        self.trace: list[dict[str, Any]] = []  # the trace entries of this run, in order
+        # The newest trace entries of this run, in order, each with its encoded size (charged
+        # to the retention budget); `traced` counts every entry ever added (a stream's cursor).
+        self.trace: deque[tuple[dict[str, Any], int]] = deque()
+        self.traced = 0
+        self.trace_bytes = 0
+        self.trace_dropped = 0
+        self._trace_note: int | None = None  # the index of the ROUTE-TRACE-DROPPED diagnostic
+        self.forgotten = False  # no longer kept by the service: it keeps nothing more
         self.wakes: set[Wake] = set()
         self.done = threading.Event()
         self.worker: RouteWorker | None = None
@@ -164,13 +181,54 @@ class Invocation:
 
     def held_bytes(self) -> int:
         """What this run keeps, as charged to the retention budget (take the lock first)."""
-        return self.window.retained_bytes + self.document_bytes + self.final_bytes
+        return (
+            self.window.retained_bytes + self.document_bytes + self.final_bytes + self.trace_bytes
+        )
+
+    def add_trace(self, entry: dict[str, Any], size: int) -> None:
+        """Keep a trace entry of `size` bytes; the oldest past the bound go (take the lock)."""
+        if self.forgotten:
+            return
+        self.trace.append((entry, size))
+        self.traced += 1
+        self.trace_bytes += size
+        excess = len(self.trace) - kept_trace_entries()
+        if excess > 0:
+            self._drop_trace(excess)
+
+    def trace_after(self, cursor: int) -> list[dict[str, Any]]:
+        """The kept entries added after the first `cursor` ones (take the lock first)."""
+        missed = min(self.traced - cursor, len(self.trace))
+        start = len(self.trace) - missed
+        return [entry for index, (entry, _) in enumerate(self.trace) if index >= start]
+
+    def _drop_trace(self, count: int) -> None:
+        for _ in range(count):
+            self.trace_bytes -= self.trace.popleft()[1]
+        self.trace_dropped += count
+        # Loud, in the envelope: a stream reader misses these (the unified trace has them).
+        note = {
+            "severity": "warning",
+            "code": "ROUTE-TRACE-DROPPED",
+            "message": f"{self.trace_dropped} trace entries of this run were not kept with it"
+            " (past invocation-trace-entries or the retained-bytes-budget); the unified trace"
+            " has them while it retains them",
+        }
+        # A new dict in place, never the old one changed: an envelope taken before is encoded
+        # outside the lock.
+        if self._trace_note is None:
+            self._trace_note = len(self.diagnostics)
+            self.diagnostics.append(note)
+        else:
+            self.diagnostics[self._trace_note] = note
 
     def drop_for_budget(self) -> int:
         """Give up the events, document, result and provider values (the retention budget
         needs the bytes); the bytes released. Take the lock first."""
         freed = self.held_bytes()
         self.window.drop_all()
+        if self.trace:
+            self._drop_trace(len(self.trace))
         for name, empty in (("document", None), ("result", None), ("providers", {})):
             if getattr(self, name) not in (None, {}):
                 setattr(self, name, empty)
@@ -320,11 +378,12 @@ class InvocationService:
         # starts, since a quick route can be final by the time the handler looks.
         with invocation.lock:
             invocation.at_start = invocation.envelope()
-        # Stored only once it is known to be publishable: an invocation stored, then refused
-        # by its announcement, stayed `running` forever without ever running.
-        unpublishable = first_unencodable(invocation.at_start)
-        if unpublishable is not None:
-            raise ValueError(f"invocation text UTF-8 cannot carry, at {unpublishable}")
+        # Stored only once it is known to be publishable by the lists' own strict encoding: an
+        # invocation stored, then refused by its announcement, stayed `running` forever
+        # without ever running; one holding `inf` broke every list and get that held it.
+        fault = unpublishable(invocation.at_start)
+        if fault is not None:
+            raise ValueError(f"the invocation could not be published: {fault}")
         with self._lock:
             self._invocations[invocation.id] = invocation
             self._forget_old()
@@ -359,8 +418,11 @@ class InvocationService:
                 forgotten = self._invocations.pop(key)
                 with forgotten.lock:
                     self._budget.charge(-forgotten.held_bytes())
+                    forgotten.forgotten = True
                     forgotten.document_bytes = forgotten.final_bytes = 0
                     forgotten.window.drop_all()
+                    forgotten.trace.clear()
+                    forgotten.trace_bytes = 0
                 excess -= 1
 
     def _reclaim(self) -> bool:
@@ -646,9 +708,17 @@ class InvocationService:
             except ServiceUnavailable:  # a closed trace hub (the server stops) ends no run
                 entry = None
         if entry is not None:
+            # Charged as encoded (a published entry is bounded: trace-details-bytes, and its
+            # text cut within trace-bytes-budget), and bounded in number: route code can write
+            # trace replies to its pipe for as long as it runs.
+            kept = dict(entry)
+            size = len(json.dumps(kept, separators=(",", ":"), ensure_ascii=False))
             with invocation.lock:
-                invocation.trace.append(dict(entry))
+                held = invocation.held_bytes()
+                invocation.add_trace(kept, size)
+                self._budget.charge(invocation.held_bytes() - held)
                 invocation._wake()
+            self._budget.settle()
 
     def _finish(self, invocation: Invocation, final: Mapping[str, Any]) -> None:
         # Under the invocation's lock: the one final state. The final reply comes from a
