@@ -48,9 +48,11 @@ import json
 import os
 import resource
 import select
+import subprocess
 import sys
 import time
 import traceback
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any, TextIO
 
@@ -339,10 +341,10 @@ def _jsonable(value: Any) -> Any:
 
 
 def requests(fd: int) -> Iterator[bytes]:
-    """The request lines on `fd`. While it waits for one (no route code runs), the worker
-    reaps its zombie children: when a run ends, the server kills what the route started
-    (its process unit, but the worker), and a direct child of the worker that the route never
-    waited for would otherwise stay a zombie for as long as the worker lives."""
+    """The request lines on `fd`. While it waits for one (no job runs), the worker reaps its
+    zombie children: when a run ends, the server kills what the route started (its process
+    unit, but the worker), and a direct child of the worker that the route never waited for
+    would otherwise stay a zombie for as long as the worker lives."""
     pending = b""
     while True:
         while b"\n" not in pending:
@@ -358,10 +360,84 @@ def requests(fd: int) -> Iterator[bytes]:
         yield line
 
 
+# Route code may still hold a child between jobs (a thread of a warm worker, a module-level
+# Popen): reaping it here would take its exit status, and its Popen.wait() would say 0. So
+# the idle reaper spares every child a live Popen holds. Every Popen made in this process is
+# recorded (`hold_popens`): a weak set, so one that route code dropped is no longer held.
+# Not covered: a child forked by other means (os.fork, multiprocessing) that route code waits
+# for itself from a thread that outlives its job; a dead child is reaped only while idle.
+_popens: weakref.WeakSet[subprocess.Popen[Any]] = weakref.WeakSet()
+# One token per Popen being made now: its child exists (and may have exited) before the
+# Popen is in _popens. list.append and list.remove are atomic: no lock (a lock held by one
+# thread while another forks would be held forever in the forked child).
+_starting: list[object] = []
+
+
+def hold_popens() -> None:
+    """Record every Popen made from now on in _popens (its class's __init__, subclasses'
+    too, asyncio's included)."""
+    made = subprocess.Popen.__init__
+    if getattr(made, "holds", False):
+        return
+
+    def __init__(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
+        token = object()
+        _starting.append(token)
+        try:
+            made(self, *args, **kwargs)
+            _popens.add(self)
+        finally:
+            _starting.remove(token)
+
+    __init__.holds = True  # type: ignore[attr-defined]
+    subprocess.Popen.__init__ = __init__  # type: ignore[method-assign]
+
+
 def reap_children() -> None:
-    with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0] != 0:
-            pass
+    """Reap the worker's dead children that no live Popen holds (see _popens)."""
+    try:
+        # The common case, one syscall: no child has exited. WNOWAIT: only a look.
+        if os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            return
+    except ChildProcessError:
+        return
+    found = children()
+    # Checked after listing: a child listed was forked before, so its Popen is either still
+    # being made (a token) or in _popens already.
+    if _starting:
+        return  # the next idle round reaps
+    try:
+        popens = list(_popens)
+    except RuntimeError:  # a thread added one meanwhile: the next idle round reaps
+        return
+    # A Popen dropped while its child ran is kept in subprocess._active (by its __del__) for
+    # subprocess to reap later: nobody waits for it, so it is not held.
+    dropped = {id(popen) for popen in list(getattr(subprocess, "_active", None) or [])}
+    held = {p.pid for p in popens if p.returncode is None and id(p) not in dropped}
+    for pid in found:
+        if pid not in held:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)  # a child still running is left alone
+
+
+def children() -> list[int]:
+    """The worker's child processes, zombies included: /proc/self/task/*/children (a child
+    is its forking thread's), else, without CONFIG_PROC_CHILDREN, a scan of /proc."""
+    own = os.getpid()
+    tasks = f"/proc/{own}/task"
+    found: list[int] = []
+    if os.path.exists(f"{tasks}/{own}/children"):
+        for task in os.listdir(tasks):
+            with contextlib.suppress(OSError), open(f"{tasks}/{task}/children") as handle:
+                found.extend(int(pid) for pid in handle.read().split())
+        return found
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                raw = handle.read()
+            if int(raw[raw.rfind(b")") + 2 :].split()[1]) == own:
+                found.append(int(name))
+    return found
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -377,6 +453,7 @@ def main(argv: list[str] | None = None) -> None:
         # deadlock. Past it, an allocation raises MemoryError in the route: a failed run.
         resource.setrlimit(resource.RLIMIT_AS, (args.memory, args.memory))
     sys.path.insert(0, os.path.join(args.root, "src"))
+    hold_popens()  # before any route code: see _popens
     replies = Replies(os.fdopen(args.replies, "w", encoding="utf-8"))
     for line in requests(args.requests):
         job = json.loads(line)

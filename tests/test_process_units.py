@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -626,3 +627,143 @@ def test_the_next_server_ends_what_a_killed_server_started(tmp_path: Path, mecha
             second.wait(timeout=STARTUP)
     finally:
         kill_all(pids)
+
+
+# An owner whose cgroup is a scope of its own (a server started from another terminal, which
+# on a desktop is another systemd scope): nothing of it lies beside the next owner's cgroup.
+OWNER_ELSEWHERE = """
+import subprocess, sys
+from pathlib import Path
+from bundle_contract._owner import ProcessOwner, _cgroup
+
+scope, records, pid_file, escapee = sys.argv[1:5]
+_cgroup.join(Path(scope))
+owner = ProcessOwner("cgroup")
+owner.keep_records(Path(records))
+unit = owner.start_unit("route-worker")
+process = subprocess.Popen(
+    unit.command([sys.executable, escapee, pid_file]),
+    env=unit.environment(),
+    stdin=subprocess.DEVNULL,
+    stdout=subprocess.DEVNULL,
+)
+unit.track(process.pid)
+print(unit.directory, flush=True)
+sys.stdin.read()  # until the test closes stdin, if it does not kill this owner first
+owner.end_all()
+"""
+
+SWEEP_RECORDS = """
+import sys
+from pathlib import Path
+from bundle_contract._owner import ProcessOwner
+
+print(ProcessOwner().sweep_leftovers(Path(sys.argv[1])))
+"""
+
+
+@pytest.mark.usefixtures("adopting")
+def test_a_sweep_ends_what_a_killed_owner_recorded_wherever_its_cgroup_is(tmp_path: Path) -> None:
+    cgroup_available()
+    own = _cgroup.hierarchy()
+    assert own is not None
+    scope = own / f"bundle-test-scope-{tmp_path.name}-{os.getpid()}"
+    scope.mkdir()
+    records, pids = tmp_path / "records", tmp_path / "pids"
+    pids.mkdir()
+    owners: list[subprocess.Popen[str]] = []
+
+    def owner(name: str) -> tuple[subprocess.Popen[str], Path, int]:
+        """An owner in `scope` with one unit holding an escapee: (owner, unit, escapee)."""
+        argv = [str(scope), str(records), str(pids / name), str(ESCAPEE)]
+        process = subprocess.Popen(
+            [sys.executable, "-c", OWNER_ELSEWHERE, *argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        owners.append(process)
+        assert process.stdout is not None
+        return process, Path(process.stdout.readline().strip()), started(pids / name)
+
+    try:
+        killed, killed_unit, left = owner("killed")
+        live, live_unit, spared = owner("live")
+        assert killed_unit.parent.parent == scope  # not beside the sweeping owner's cgroup
+        killed.kill()
+        killed.wait()
+        (killed_record,) = records.glob(f"{killed.pid}-*.json")
+        (live_record,) = records.glob(f"{live.pid}-*.json")
+        # Records of dead owners (pids above any pid_max) that name what is not theirs: the
+        # live owner's unit, and a directory named like a unit outside the cgroup2 mount.
+        forged = records / "4999999-1-abcd1234.1.json"
+        forged.write_text(json.dumps({"cgroup": str(live_unit)}))
+        outside = tmp_path / "bundle-owner-4999998-1-abcd1234" / "route-worker-1"
+        outside.mkdir(parents=True)
+        astray = records / "4999998-1-abcd1234.1.json"
+        astray.write_text(json.dumps({"cgroup": str(outside)}))
+        done = subprocess.run(
+            [sys.executable, "-c", SWEEP_RECORDS, str(records)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        # At least the killed owner's unit (a dead owner's directory beside ours counts too).
+        assert int(done.stdout) >= 1, done.stderr
+        assert_gone(left, adopted=True)
+        assert not killed_record.exists() and not killed_unit.parent.exists()
+        # The live owner's unit, named by its own record and by the forged one, lives on.
+        assert state(spared) not in (None, "Z") and live_record.exists()
+        assert forged.exists() and astray.exists() and not (outside / "cgroup.kill").exists()
+        assert done.stderr.count("left alone") == 2, done.stderr
+        # An owner that ends its unit removes its record.
+        assert live.stdin is not None
+        live.stdin.close()
+        assert live.wait(timeout=30) == 0
+        assert_gone(spared)
+        assert not live_record.exists()
+    finally:
+        for process in owners:
+            process.kill()
+            process.wait()
+            for stream in (process.stdin, process.stdout):
+                if stream is not None:
+                    stream.close()
+        kill_all(pids)
+        _cgroup.kill(scope)
+        _cgroup.wait_for(scope, "populated", "0", time.monotonic() + 5)
+        _cgroup.remove(scope)
+
+
+@pytest.mark.usefixtures("adopting")
+def test_started_reads_the_units_while_threads_track_into_them() -> None:
+    # The build worker's end_orphans asks started() while route and build threads track new
+    # children: reading a unit's tracked processes as they change would raise
+    # "dictionary changed size during iteration". Pids above any pid_max: nothing real.
+    owner = ProcessOwner("subreaper")
+    unit = owner.start_unit("busy")
+    for pid in range(5_000_000, 5_002_000):
+        unit.track(pid)
+    stop = threading.Event()
+
+    def tracking(pid: int) -> None:
+        while not stop.is_set():
+            unit.track(pid)
+            pid += 1
+
+    threads = [threading.Thread(target=tracking, args=(6_000_000 + n * 100_000,)) for n in range(2)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # threads switch often, within one read of the units
+    try:
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:
+            assert len(owner.started()) >= 2_000
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        sys.setswitchinterval(interval)
+        owner.forget(unit)

@@ -6,6 +6,7 @@ Each test runs real worker processes over an artifact root whose src/ holds the 
 
 from __future__ import annotations
 
+import os
 import textwrap
 import threading
 import time
@@ -19,7 +20,7 @@ from bundle_server.invocations import runtime as runtime_module
 from bundle_server.invocations.runtime import RouteWorker
 
 ROUTES = """
-import json, os, subprocess, sys, time
+import json, os, subprocess, sys, threading, time
 
 def provide_user(event, context):
     return {"name": "ada"}
@@ -66,6 +67,26 @@ def large(event, context):
 
 def not_json(event, context):
     return {1, 2}
+
+GO, STATUS, WAITERS = threading.Event(), [], []
+
+def holds_a_child(event, context):
+    # A thread that outlives the job holds a child that has exited with status 7 (a zombie,
+    # not reaped: WNOWAIT) and waits for it only at the next job, the worker idle between.
+    child = subprocess.Popen(["/bin/sh", "-c", "exit 7"])
+    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+    def wait_later():
+        GO.wait()
+        STATUS.append(child.wait())
+    WAITERS.append(threading.Thread(target=wait_later, daemon=True))
+    WAITERS[-1].start()
+    # A child nobody holds (dropped running, ended with the run): the idle worker reaps it.
+    return subprocess.Popen(["sleep", "60"]).pid
+
+def held_status(event, context):
+    GO.set()
+    WAITERS[-1].join(10)
+    return STATUS
 """
 
 
@@ -213,6 +234,20 @@ def test_cancel_stops_the_route_code_now(worker: RouteWorker, tmp_path: Path) ->
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not alive(child) and not worker.alive
+
+
+def test_an_idle_worker_spares_a_child_that_route_code_still_holds(worker: RouteWorker) -> None:
+    final, _ = run(worker, job("holds_a_child"))
+    assert final["status"] == "completed", final
+    dropped = final["result"]
+    # Once the dropped child is reaped, the worker has reaped while idle, after the run.
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{dropped}"):
+        assert time.monotonic() < deadline, f"the idle worker never reaped {dropped}"
+        time.sleep(0.02)
+    final, _ = run(worker, job("held_status", id="inv_next"))
+    # Reaped by the worker, the child would be gone for its Popen, whose wait() then says 0.
+    assert final["status"] == "completed" and final["result"] == [7], final["result"]
 
 
 def test_a_reply_above_its_bound_ends_the_worker_and_fails_the_run(

@@ -18,12 +18,17 @@ Two mechanisms, chosen per owner (`mechanism`):
 - "cgroup" (`_cgroup.py`), where the machine allows it: a writable cgroup v2 hierarchy with
   `cgroup.kill` (kernel 5.14+), found from /proc/self/mountinfo and /proc/self/cgroup. The
   kernel keeps every descendant in its unit's cgroup, so nothing can leave it, and leftovers of
-  a dead owner are its `bundle-owner-<pid>-<start>-<token>` directory beside ours. It is
+  a dead owner are its `bundle-owner-<pid>-<start>-<token>` directory: found beside ours, and
+  wherever else under the mount it is (a server restarted from another terminal, which on a
+  desktop is another systemd scope) from the unit records (`keep_records`, below). It is
   chosen only after a probe process really moved itself into a probe unit there.
 - "subreaper" (`_marked.py`), the fallback: an environment marker and the sessions of marked
-  processes, with this process a child subreaper so that orphans come to it to be reaped. Each
-  unit is also recorded (`keep_records`, the project's state directory) so that the next owner
-  can end a killed one's units. What it cannot catch is said in `_marked.py`.
+  processes, with this process a child subreaper so that orphans come to it to be reaped.
+  What it cannot catch is said in `_marked.py`.
+
+Either way each unit is recorded (`keep_records`: the project's state directory) until it
+ends, so that the next owner can end a killed one's units: its cgroup, or its marker and
+leaders. A sweep ends only what a record of a dead owner (pid and start time) names.
 
 The runtime.toml variable `process-units` (BUNDLE_PROCESS_UNITS=cgroup|subreaper) forces one.
 Either way the owner becomes a child subreaper. This package is in bundle_contract, not in

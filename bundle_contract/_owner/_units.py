@@ -9,6 +9,7 @@ import ctypes
 import errno
 import itertools
 import json
+import logging
 import os
 import re
 import secrets
@@ -25,8 +26,10 @@ from bundle_contract._spec import get_spec
 PR_SET_CHILD_SUBREAPER = 36
 # bundle-owner-<pid>-<start>-<token>: two owners in one process (a test's) have one each.
 OWNER_DIRECTORY = re.compile(r"^bundle-owner-(\d+)-(\d+)(?:-[0-9a-f]+)?$")
-RECORD = re.compile(r"^(\d+)-(\d+)-[0-9a-f]+\.(\d+)\.json$")
+# <owner pid>-<start>-<token>.<unit number>.json (see ProcessOwner.record_name)
+RECORD = re.compile(r"^(\d+)-(\d+)-([0-9a-f]+)\.(\d+)\.json$")
 MECHANISMS = ("cgroup", "subreaper")
+log = logging.getLogger("bundle_contract.owner")
 
 
 class UnitNotEnded(RuntimeError):
@@ -106,8 +109,7 @@ class Unit:
         if owner.root is not None:
             self.directory = owner.root / f"{name}-{number}"
             self.directory.mkdir()
-        else:
-            self._write_record()
+        self._write_record()
 
     # --- starting processes in the unit ---
 
@@ -239,6 +241,8 @@ class Unit:
                 self._reap_exited(self.directory)
                 if done:
                     _cgroup.remove(self.directory)
+                    # Kept otherwise: a unit that did not empty is the next owner's to end.
+                    self.owner.remove_record(self._record)
         finally:
             self.owner.forget(self)
         if not done:
@@ -291,6 +295,12 @@ class Unit:
             _procfs.reap(pid, starts[pid])
 
     def _write_record(self) -> None:
+        if self.directory is not None:
+            # The cgroup holds every process of the unit: where it is is all the next owner
+            # needs, also when that owner's cgroup is elsewhere (on a desktop each terminal
+            # is a systemd scope of its own, so nothing is found beside it).
+            self.owner.write_record(self._record, {"cgroup": str(self.directory)})
+            return
         record = {
             "marker": self.marker,
             "since": self.since,
@@ -399,11 +409,12 @@ class ProcessOwner:
             with contextlib.suppress(OSError):
                 self.root.rmdir()
 
-    # --- records, for the subreaper fallback: what the next owner needs after a SIGKILL ---
+    # --- records: what the next owner needs after a SIGKILL ---
 
     def keep_records(self, directory: Path) -> None:
-        """Write a record of every unit into `directory` too (a project's state directory),
-        for the fallback, which has no cgroup to find a dead owner's processes by."""
+        """Write a record of every unit started from now on into `directory` (a project's
+        state directory), removed when the unit ends: its cgroup, which the next owner may
+        not find beside its own, or, in the fallback, its marker and leaders."""
         with self._lock:
             self.records.add(directory)
 
@@ -430,17 +441,13 @@ class ProcessOwner:
 
     def sweep_leftovers(self, records: Path | None = None) -> int:
         """End the units of owners that died (a SIGKILL, an OOM kill): their cgroups beside
-        ours, and the records in `records`. Returns how many units were ended."""
+        ours, and those the records in `records` name. Returns how many units were ended."""
         ended = 0
         if self.parent is not None:
             for entry in os.scandir(self.parent):
                 match = OWNER_DIRECTORY.match(entry.name)
                 if match and not _procfs.alive(int(match[1]), int(match[2])):
-                    directory = Path(entry.path)
-                    _cgroup.kill(directory)
-                    _cgroup.wait_for(directory, "populated", "0", time.monotonic() + end_time())
-                    with contextlib.suppress(OSError):
-                        _cgroup.remove(directory)
+                    _end_cgroup(Path(entry.path))
                     ended += 1
         if records is not None and records.is_dir():
             for entry in os.scandir(records):
@@ -449,6 +456,9 @@ class ProcessOwner:
                     continue
                 with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
                     record = json.loads(Path(entry.path).read_text(encoding="utf-8"))
+                    if "cgroup" in record:
+                        ended += self._end_recorded_cgroup(Path(entry.path), match, record)
+                        continue
                     _marked.end(
                         str(record["marker"]).encode(),
                         int(record["since"]),
@@ -459,6 +469,54 @@ class ProcessOwner:
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
         return ended
+
+    def _end_recorded_cgroup(
+        self, path: Path, match: re.Match[str], record: dict[str, object]
+    ) -> int:
+        """End the dead owner of the record at `path` (named as `match` says): its whole owner
+        directory, as its unit's cgroup, which the record names, shows. 1 if a unit was there.
+
+        The path is checked before anything is written into it (a `cgroup.kill` is a file
+        anywhere else): a directory, under the cgroup2 mount, a cgroup, inside the directory
+        of the very owner (pid, start, token) the record's name says, with its unit number."""
+        directory = Path(str(record["cgroup"]))
+        owner = f"bundle-owner-{match[1]}-{match[2]}-{match[3]}"
+        named = (
+            directory.is_absolute()
+            and os.path.normpath(directory) == str(directory)
+            and directory.parent.name == owner
+            and directory.name.endswith(f"-{match[4]}")
+        )
+        if not named or self.mount is None or self.mount.point not in directory.parents:
+            log.warning(
+                "left alone: %s names %s, which is not a unit of owner %s under the cgroup2"
+                " mount %s",
+                path,
+                directory,
+                owner,
+                self.mount.point if self.mount else "(none visible)",
+            )
+            return 0
+        if not directory.is_dir():
+            os.unlink(path)  # ended already (found beside ours, or by a sweep before)
+            return 0
+        if not (directory / "cgroup.kill").exists():
+            log.warning("left alone: %s names %s, which is not a cgroup", path, directory)
+            return 0
+        if not _end_cgroup(directory.parent):
+            return 0  # kept, for the next sweep: something keeps it from emptying
+        os.unlink(path)
+        return 1
+
+
+def _end_cgroup(directory: Path) -> bool:
+    """Kill what is in `directory` and its children, wait until it is empty and remove it;
+    False if it did not empty in time."""
+    _cgroup.kill(directory)
+    done = _cgroup.wait_for(directory, "populated", "0", time.monotonic() + end_time())
+    with contextlib.suppress(OSError):
+        _cgroup.remove(directory)
+    return done
 
 
 def _recorded_leaders(rows: list[object]) -> dict[int, int]:
