@@ -73,6 +73,10 @@ _EXPORTS = {
     "plugin_args": "_host_plugin",
     "plugin_files": "_host_plugin",
     "wrapper_source": "_host_plugin",
+    "SkillResolution": "_skill_tokens",
+    "SkillToken": "_skill_tokens",
+    "classify_skill_token": "_skill_tokens",
+    "resolve_skill_token": "_skill_tokens",
     "StateMachine": "_states",
     "state_machine": "_states",
 }
@@ -145,6 +149,12 @@ if TYPE_CHECKING:  # the same names, for type checkers; a test holds both lists 
     from bundle_contract._openapi import openapi_document
     from bundle_contract._project import project_event
     from bundle_contract._schemas import reference_validator, schema_documents
+    from bundle_contract._skill_tokens import (
+        SkillResolution,
+        SkillToken,
+        classify_skill_token,
+        resolve_skill_token,
+    )
     from bundle_contract._spec import Spec, SpecError, get_spec, load_spec
     from bundle_contract._states import StateMachine, state_machine
     from bundle_contract._validation import problems, validate

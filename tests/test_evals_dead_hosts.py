@@ -351,6 +351,7 @@ def test_a_skill_is_named_by_its_name_as_each_host_loads_it(
         commands=None,  # type: ignore[arg-type]  # no grader here runs a command
         host=host,
         plugin="demo",
+        skills=("shell-safety",),
     )
     passed, said = tool_calls_grader(
         {"type": "toolCalls", "calls": [{"skill": "shell-safety"}]}, evidence

@@ -441,6 +441,15 @@ class TransitionNotAllowed(ContractError):
     http_status: ClassVar[int] = 409
 
 
+class SkillTokenInvalid(ContractError):
+    """A skill token outside the grammar of SkillToken.json: not an optional sigil and a
+    qualified or bare skill name.
+    """
+
+    code: ClassVar[str] = "BX4404"
+    http_status: ClassVar[int] = 422
+
+
 class ConfigFileMissing(DiagnosticError):
     """A project directory has neither bundle.config.py nor bundle.config.json, or has both."""
 
@@ -702,6 +711,7 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX4401": ModelInvalid,
     "BX4402": ConfigInvalid,
     "BX4403": TransitionNotAllowed,
+    "BX4404": SkillTokenInvalid,
     "BX4701": ConfigFileMissing,
     "BX4702": ConfigLoadFailed,
     "BX4703": HandlerUnresolved,
@@ -800,6 +810,7 @@ __all__ = [
     "SessionRequired",
     "SessionServiceUnavailable",
     "SkillInvalid",
+    "SkillTokenInvalid",
     "SourceNameInvalid",
     "SourceUnreadable",
     "StateRootUnusable",

@@ -9,7 +9,10 @@ person needs to see why) from what the trial left (EvalSuite.json#/$defs/grader)
 - `toolCalls` reads the calls the agent made from the host's transcript; a call is named as
   the host names it, or by MCP server and tool, which each host spells its own way
   (hosts.toml [host.plugin] `mcp_tool_name`, its {plugin} the bundle's application id), and a
-  skill's loading by the skill's name (`skill_call`, `skill_name`);
+  skill's loading by any skill token naming one of the bundle's skills (`demo:review`,
+  `review`, `/review`, `$review`: `bundle_contract._skill_tokens`), looked for as the host
+  loads it (`skill_call`, its argument the host's `skill_name`); a token naming no skill of
+  the bundle, or several, fails the grader saying so, with the candidates;
 - `model` reads what the host sent the scripted model (a run with `--model scripted`): a tool
   it offered, and text that reached the model (a deny reason, a hook's context).
 
@@ -26,7 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bundle_contract._generated.errors import SkillTokenInvalid
 from bundle_contract._host_plugin import host_row
+from bundle_contract._skill_tokens import resolve_skill_token
 from bundle_contract._spec import get_spec
 from bundle_server.evals.batch import ToolCall, mcp_tool_name
 from bundle_server.evals.commands import Commands
@@ -48,7 +53,8 @@ class Evidence:
     trial: Mapping[str, Any]  # the trial record so far, for a grader command's stdin
     commands: Commands
     host: str
-    plugin: str | None = None  # the bundle's application id, for MCP tool names
+    plugin: str | None = None  # the bundle's application id, for MCP tool and skill names
+    skills: Sequence[str] | None = None  # the bundle's skill names; None without a built bundle
     # What the host sent the scripted model (bundle_server.model records), or None.
     model_requests: Sequence[Mapping[str, Any]] | None = None
 
@@ -199,24 +205,34 @@ class Wanted:
 def _wanted(want: Mapping[str, Any], evidence: Evidence) -> Wanted:
     """The call as the trial's host names it (ValueError when it cannot)."""
     if "skill" in want:
-        return skill_call(evidence.host, evidence.plugin, want["skill"])
+        return skill_call(evidence.host, evidence.plugin, evidence.skills, want["skill"])
     name = want.get("name")
     if name is None:
         name = mcp_tool_name(evidence.host, evidence.plugin, want["server"], want["tool"])
     return Wanted(name, want.get("arguments", {}))
 
 
-def skill_call(host: str, plugin: str | None, skill: str) -> Wanted:
-    """The call through which `host` loads the bundle's `skill` (hosts.toml [host.plugin]
-    skill_call, its argument spelled as skill_name); ValueError where the host has none."""
-    row = host_row(host).get("plugin", {})
-    call, template = row.get("skill_call"), row.get("skill_name", "{skill}")
+def skill_call(host: str, plugin: str | None, skills: Sequence[str] | None, token: str) -> Wanted:
+    """The call through which `host` loads the one skill of the bundle (its `skills`, of the
+    plugin `plugin`) that `token` names: hosts.toml [host.plugin] skill_call, its argument the
+    host's spelling of the skill. ValueError where the host has no such call, or the token
+    names no skill of the bundle, or several."""
+    call = host_row(host).get("plugin", {}).get("skill_call")
     if call is None:
-        raise ValueError(f"{host} loads a skill without a tool call: no call names {skill!r}")
-    if plugin is None and "{plugin}" in template:
+        raise ValueError(f"{host} loads a skill without a tool call: no call names {token!r}")
+    if skills is None:
+        raise ValueError(f"no built bundle says which skills {token!r} may name")
+    try:
+        bundle = [f"{plugin}:{skill}" if plugin else skill for skill in skills]
+        resolution = resolve_skill_token(token, bundle, host)
+    except SkillTokenInvalid as error:
+        raise ValueError(error.message) from None
+    if not resolution.resolved:
+        raise ValueError(f"the bundle's skills: {resolution.message}")
+    if resolution.name is None:
+        template = host_row(host)["plugin"]["skill_name"]
         raise ValueError(f"{host} names a skill after the bundle's application id ({template})")
-    name = template.replace("{plugin}", plugin or "").replace("{skill}", skill)
-    return Wanted(call["tool"], {call["argument"]: name})
+    return Wanted(call["tool"], {call["argument"]: resolution.name})
 
 
 def model_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, str]:

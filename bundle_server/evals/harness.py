@@ -138,6 +138,7 @@ class EvalHarness:
             host_env=self.host_env,
             host_overrides=self.host_overrides,
             plugin=self.application_id(),
+            skills=self.skill_names(),
             keep_workspaces=self.keep_workspaces,
             scripted=self.model == "scripted",
         )
@@ -148,6 +149,14 @@ class EvalHarness:
         config = self.server.project.config if self.server.project is not None else None
         found = (config or {}).get("application", {}).get("id")
         return found if isinstance(found, str) else None
+
+    def skill_names(self) -> tuple[str, ...] | None:
+        """The names of the bundle's skills, from the adopted epoch's config; None when no
+        build succeeded."""
+        config = self.server.project.config if self.server.project is not None else None
+        if config is None:
+            return None
+        return tuple(str(skill["name"]) for skill in config.get("skills", []))
 
     def _need_bundle(self, arms: Iterable[str], provenance: Mapping[str, Any]) -> None:
         if "with" in arms and provenance["epochId"] == NO_EPOCH:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from bundle_contract._generated.errors import EvalSuiteInvalid
+from bundle_contract._generated.errors import EvalSuiteInvalid, SkillTokenInvalid
+from bundle_contract._skill_tokens import classify_skill_token
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import validate
 from bundle_server.evals.text import shorten
@@ -117,6 +118,13 @@ def _check_fixture(path: Path, where: str, fixture: str) -> None:
 def _check_grader(path: Path, where: str, grader: Mapping[str, Any]) -> None:
     if grader["type"] == "file" and ("\0" in grader["path"] or grader["path"].startswith("/")):
         _refuse(path, where, "a file grader's path is relative to the workspace, without NUL")
+    calls = [*grader.get("calls", ()), *([grader["offered"]] if "offered" in grader else [])]
+    for call in calls:
+        if "skill" in call:
+            try:
+                classify_skill_token(call["skill"])
+            except SkillTokenInvalid as error:
+                _refuse(path, where, error.message)
     pattern = (grader.get("text") or {}).get("matches")
     if pattern is not None:
         try:

@@ -88,6 +88,7 @@ class TrialEnv:
     host_env: Mapping[str, str]  # the host's whole environment (for commands, $HOME)
     host_overrides: Mapping[str, str]  # what the harness adds to a session's environment
     plugin: str | None = None  # the bundle's application id, as hosts name its plugin
+    skills: tuple[str, ...] | None = None  # the bundle's skill names; None without a build
     keep_workspaces: bool = False
     scripted: bool = False  # each trial runs against its case's script on a scripted model
     # Set when the run is interrupted: a trial cut short by it is not a result.
@@ -279,6 +280,7 @@ def _host_run(
         tool_calls=outcome.tool_calls,
         host=env.host,
         plugin=env.plugin,
+        skills=env.skills,
         trial=record,
         commands=commands,
         model_requests=requests,
