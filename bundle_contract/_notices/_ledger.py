@@ -95,6 +95,11 @@ class NoticeLedger:
         with self._lock:
             return self._state.open_count()
 
+    def open_notice(self, key: str) -> Notice | None:
+        """The open notice of `key`, if there is one."""
+        with self._lock:
+            return self._state.open_notice(key)
+
     # --- changing: each answers the notices it changed, as they now are ---
 
     def report(

@@ -94,6 +94,11 @@ class LedgerState:
     def open_count(self) -> int:
         return len(self._open)
 
+    def open_notice(self, key: str) -> Notice | None:
+        """The open notice of `key`, if there is one."""
+        found = self._open.get(key)
+        return None if found is None else self._notices[found]
+
     # --- planning changes (nothing changes until `apply`) ---
 
     def report(
