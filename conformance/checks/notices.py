@@ -32,13 +32,13 @@ def _listed(ctx: Context, which: str | None, *ids: str) -> list[dict[str, Any]]:
         return []
     body = reply.json()
     notices = body.get("notices") if isinstance(body, dict) else None
-    if not ctx.check(isinstance(notices, list), f"GET {where}: no notices list", *ids):
+    if not isinstance(notices, list):
+        ctx.fail(f"GET {where}: no notices list", *ids)
         return []
     for notice in notices:
         for problem in problems("Notice.json", notice):
             ctx.fail(f"GET {where}: {problem}", *ids)
-    found: list[dict[str, Any]] = notices
-    return found
+    return notices
 
 
 def _dismiss(ctx: Context, notice_id: str) -> Any:
