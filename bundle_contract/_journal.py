@@ -42,17 +42,18 @@ class Journal:
         self._fd: int | None = None
         self.size = 0
 
-    def load(self, decode: Callable[[Any], Any]) -> list[Any]:
-        """Every record in order; a torn last line is dropped (and cut from the file)."""
+    def load(self, decode: Callable[[Any], Any]) -> list[tuple[Any, bytes]]:
+        """Every record in order with its line; a torn last line is dropped (and cut from the
+        file)."""
         fd = self._open()
         with os.fdopen(os.dup(fd), "rb") as handle:
             data = handle.read()
-        records: list[Any] = []
+        records: list[tuple[Any, bytes]] = []
         good = 0  # bytes of whole, decoded lines
         *whole, torn = data.split(b"\n")
         for index, line in enumerate(whole):
             try:
-                records.append(decode(json.loads(line)))
+                records.append((decode(json.loads(line)), line + b"\n"))
             except (ValueError, RecursionError) as exc:
                 if index == len(whole) - 1 and not torn:
                     break  # the last line, which a kill can tear (even to whole garbage)

@@ -176,9 +176,8 @@ class Model:
 
     def kept(self, now: int) -> set[int]:
         alive = sorted((order, n) for n, (at, order) in self.closed.items() if at >= now - self.ttl)
-        terminal = {n for _, n in alive[len(alive) - self.max_terminal :]} if alive else set()
-        if self.max_terminal == 0:
-            terminal = set()
+        newest = alive[max(0, len(alive) - self.max_terminal) :] if self.max_terminal else []
+        terminal = {n for _, n in newest}
         return {n for n, s in self.states.items() if s == "open"} | terminal
 
 

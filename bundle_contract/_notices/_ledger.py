@@ -55,11 +55,12 @@ class NoticeLedger:
         self._state = LedgerState(self.retention)
         self._journal = Journal(path, NoticeJournalCorrupt)
         try:
-            puts = self._journal.load(self._decode)
+            loaded = self._journal.load(self._decode)
         except BaseException:
             self._journal.close()
             raise
-        self._state.apply(puts)
+        puts = [notice for notice, _ in loaded]
+        self._state.apply(puts, [line for _, line in loaded])
         self._state.retain(self._clock())
         # Lines in the journal that no kept notice needs (older puts, dropped notices).
         self._compact_if(len(self._state) < len(puts))
@@ -137,10 +138,10 @@ class NoticeLedger:
         lines = [encode_line({"put": notice}) for notice in puts]
         if self._journal.size + sum(map(len, lines)) <= self.retention.max_journal_bytes:
             self._journal.append(lines)
-            self._state.apply(puts)
+            self._state.apply(puts, lines)
             self._state.retain(self._clock())
         else:
-            self._state.apply(puts)
+            self._state.apply(puts, lines)
             self._state.retain(self._clock())
             self._compact_if(True)
         return puts

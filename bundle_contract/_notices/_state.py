@@ -70,6 +70,7 @@ class LedgerState:
         self._notices: dict[str, Notice] = {}  # id -> notice, oldest change first
         self._open: dict[str, str] = {}  # key -> id of its open notice
         self._terminal: dict[str, int] = {}  # id -> closed at (ms), oldest close first
+        self._lines: dict[str, bytes] = {}  # id -> its journal line (compaction writes these)
         self._machine = state_machine("notice")
 
     # --- reading ---
@@ -164,11 +165,15 @@ class LedgerState:
 
     # --- changing ---
 
-    def apply(self, puts: list[Notice]) -> None:
-        """Make each notice of `puts` the ledger's, in order (also how a journal replays)."""
-        for notice in puts:
+    def apply(self, puts: list[Notice], lines: list[bytes] | None = None) -> None:
+        """Make each notice of `puts` the ledger's, in order (also how a journal replays);
+        `lines` are their journal lines when the caller has them (encoded otherwise)."""
+        for index, notice in enumerate(puts):
             notice_id = notice["id"]
-            old = self._notices.pop(notice_id, None)
+            self._lines[notice_id] = (
+                lines[index] if lines is not None else encode_line({"put": notice})
+            )
+            old = self._notices.pop(notice_id, None)  # moved to the end: changed last
             if old is not None:
                 self._forget(old)
             self._notices[notice_id] = notice
@@ -185,6 +190,7 @@ class LedgerState:
 
     def _drop(self, notice_id: str) -> Notice:
         notice = self._notices.pop(notice_id)
+        del self._lines[notice_id]
         self._forget(notice)
         return notice
 
@@ -208,7 +214,7 @@ class LedgerState:
     def shed(self, budget: int) -> list[bytes]:
         """The kept notices' journal lines, oldest first, after dropping (terminal first, then
         open, oldest first) until they fit in `budget` bytes."""
-        lines = {notice_id: encode_line({"put": n}) for notice_id, n in self._notices.items()}
+        lines = {notice_id: self._lines[notice_id] for notice_id in self._notices}
         total = sum(map(len, lines.values()))
         for pool in (self._terminal, self._open_ids()):
             for notice_id in list(pool):
