@@ -79,6 +79,9 @@ _EXPORTS = {
     "resolve_skill_token": "_skill_tokens",
     "StateMachine": "_states",
     "state_machine": "_states",
+    "NoticeLedger": "_notices._ledger",
+    "NoticeRetention": "_notices._retention",
+    "parse_terminal_ttl": "_notices._retention",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -146,6 +149,8 @@ if TYPE_CHECKING:  # the same names, for type checkers; a test holds both lists 
         validate_artifact_manifest_schema,
     )
     from bundle_contract._models import Model, model
+    from bundle_contract._notices._ledger import NoticeLedger
+    from bundle_contract._notices._retention import NoticeRetention, parse_terminal_ttl
     from bundle_contract._openapi import openapi_document
     from bundle_contract._project import project_event
     from bundle_contract._schemas import reference_validator, schema_documents

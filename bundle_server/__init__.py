@@ -19,6 +19,8 @@ close) mounts it. Handlers reach a service with `call.state.service(kind)`.
 - `receipts/`: the hook-receipt route, receipts as trace entries, the endpoint and ready files;
 - `project/`: the project loop (builds, epochs, development installs, the server lock), the
   project event hub and the project routes;
+- `notices/`: the project's notice ledger in the server (fed by the project and trace hubs,
+  told as project events) and its routes;
 - `invocations/`: route invocations (a route of the active epoch run in a worker) and their
   routes;
 - `runtime/`: development runtime runs (a route run as a surface) and their routes;

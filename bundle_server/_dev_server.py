@@ -42,6 +42,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from bundle_contract._build._layout import layout
+from bundle_contract._notices._retention import NoticeRetention
 from bundle_contract._owner import process_owner
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
@@ -58,6 +59,7 @@ from bundle_server.invocations.service import InvocationService
 from bundle_server.logs.hub import LogBridge, LogHub
 from bundle_server.mcp.service import McpService
 from bundle_server.model import ScriptedModels
+from bundle_server.notices.service import NoticeService
 from bundle_server.project.hub import ProjectHub
 from bundle_server.project.lock import ServerLock
 from bundle_server.project.manager import ProjectLoop
@@ -132,6 +134,7 @@ class DevServer:
     agent = ServiceAttribute(AgentEndpoint)  # when `agent_api` asked for it
     sessions = ServiceAttribute(SessionManager)
     model = ServiceAttribute(ScriptedModels)  # when given a model script
+    notices = ServiceAttribute(NoticeService)
     app_frame = ServiceAttribute(AppFrame)
 
     def __init__(
@@ -160,6 +163,8 @@ class DevServer:
         # The agent endpoint: asked for by the caller, or by the project's development config
         # (DevConfig `agentApi` of a bundle.config.json, read here, at start).
         self.agent_api = bool(options["agentApi"] or config.get("dev", {}).get("agentApi"))
+        # The notice ledger's retention (DevConfig `notices`; the seed's defaults otherwise).
+        self.notice_retention = NoticeRetention.from_settings(config.get("dev", {}).get("notices"))
         self._check_responses = check_responses
         self.watch = watch
         self.environ = dict(environ if environ is not None else os.environ)

@@ -4,15 +4,16 @@
 Theory of operation: the arguments are checked as StartOptions before anything starts (a
 missing directory or a bad port is a usage error, exit 2, one line on stderr); so is a project
 config file the server refuses at start (ConfigInvalid), and a project another server already
-serves (ProjectAlreadyServed), and a model script that cannot be read or is no ModelScript:
-the fix is in what the user gave us,
+serves (ProjectAlreadyServed), a damaged notice journal (NoticeJournalCorrupt), and a model
+script that cannot be read or is no ModelScript: the fix is in what the user gave us,
 as with a bad argument, not in the machine (a busy port, exit 1). SIGINT and
 SIGTERM are blocked before the server thread exists, so every thread inherits the mask and the
 signals reach only `sigwait` in the main thread: no handler runs at an arbitrary point, and
 shutdown always goes through the same path. Once the server listens, the Workbench URL is
 printed on stdout and the ready file (if asked for) is written; on either signal the ready
 file and the receipt endpoint file are removed, the server stops, and the exit status is 0.
-Logs go to stderr at INFO; request lines are never logged at that level.
+Each notice the ledger opens is one line on stdout (`notice: ...`). Logs go to stderr at
+INFO; request lines are never logged at that level.
 """
 
 from __future__ import annotations
@@ -27,10 +28,15 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from bundle_contract._error_bases import ContractError
-from bundle_contract._generated.errors import ConfigInvalid, ProjectAlreadyServed
+from bundle_contract._generated.errors import (
+    ConfigInvalid,
+    NoticeJournalCorrupt,
+    ProjectAlreadyServed,
+)
 from bundle_contract._validation import validate
 from bundle_server._dev_server import start_dev_server, start_options
 from bundle_server.model import load_script
+from bundle_server.notices.service import describe
 from bundle_server.receipts.endpoint_file import remove_ready_file, write_ready_file
 from bundle_server.workbench.vendor import missing as missing_vendor_files
 
@@ -129,7 +135,7 @@ def _serve(
         server = start_dev_server(
             project_dir, port=port, open=open_browser, agent_api=agent_api, model_script=script
         )
-    except (ConfigInvalid, ProjectAlreadyServed) as exc:
+    except (ConfigInvalid, ProjectAlreadyServed, NoticeJournalCorrupt) as exc:
         # The same one-line form as the parser's usage errors; a schema message quotes the
         # offending value, which must not spill onto more lines.
         message = " ".join(exc.message.splitlines())
@@ -147,6 +153,13 @@ def _serve(
         print(f"Workbench: {server.workbench_url}", flush=True)
         if server.model is not None:
             print("Scripted model: every host session plays the script", flush=True)
+        if server.notices is not None:
+            # One line per notice a user must not miss, as it opens; those still open from an
+            # earlier run are counted once.
+            server.notices.on_opened(lambda notice: print(describe(notice), flush=True))
+            still_open = server.notices.open_count()
+            if still_open:
+                print(f"notices: {still_open} open (see the Workbench)", flush=True)
         if missing_vendor_files():
             # A source checkout before `make vendor`: the API serves, the page's terminals not.
             print(

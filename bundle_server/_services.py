@@ -17,9 +17,9 @@ starts them. A row holds
 - `serve`: what it does once the server's shell serves (the MCP loop runs in the shell's hub,
   then the agent endpoint listens on it);
 - `close` and `closes`: how it ends, and when, lowest first: the agent endpoint (its tools use
-  the rest), builds, sessions, invocations, MCP, then the hubs, which ends live streams so
-  their requests finish instead of waiting out the shell's grace; the shell stops at
-  `SHELL_CLOSES`, and the App frame after it.
+  the rest), builds, the notice ledger (after the last build's events), sessions, invocations,
+  MCP, then the hubs, which ends live streams so their requests finish instead of waiting out
+  the shell's grace; the shell stops at `SHELL_CLOSES`, and the App frame after it.
 
 A new service is its own package (its service, its handlers module) and one row here.
 """
@@ -46,6 +46,7 @@ from bundle_server.logs.hub import LogHub
 from bundle_server.mcp.bridge import AsyncBridge
 from bundle_server.mcp.service import McpService
 from bundle_server.model import ScriptedModels
+from bundle_server.notices.service import NoticeService
 from bundle_server.project.hub import ProjectHub
 from bundle_server.project.manager import ProjectLoop
 from bundle_server.runtime.service import RuntimeService
@@ -188,6 +189,18 @@ def _project(server: DevServer) -> ProjectLoop:
     # listener of an adoption: a session asked for right after it finds them set.
     loop.on_adopted(lambda: _adopt_config_hosts(server))
     return loop
+
+
+def _notices(server: DevServer) -> NoticeService | None:
+    """The project's notice ledger (its journal under the state root), following the project
+    events and the trace before the project loop starts; none where the journal's path would
+    go through a symbolic link."""
+    path = server.services.get(ProjectLoop).state_path(layout().notice_journal)
+    if path is None:
+        return None
+    service = NoticeService(path, server.notice_retention, server.project_events.publish)
+    service.attach(server.project_events, server.hub)
+    return service
 
 
 def _invocations(server: DevServer) -> InvocationService:
@@ -356,6 +369,8 @@ SERVICES: tuple[Service[Any], ...] = (
     Service("receipts", handlers="receipts.handlers"),
     Service("project", ProjectLoop, "project.handlers", start=_project,
             close=ProjectLoop.close, closes=1, absent="this server has no project loop"),
+    Service("notices", NoticeService, "notices.handlers", start=_notices,
+            close=NoticeService.close, closes=2, absent="this server keeps no notice ledger"),
     Service("invocations", InvocationService, "invocations.handlers", start=_invocations,
             close=InvocationService.close, closes=3, absent="this server runs no routes"),
     Service("runtime", RuntimeService, "runtime.handlers", start=_runtime,

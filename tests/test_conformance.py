@@ -79,7 +79,7 @@ IN_SCOPE = (
     | ids("TRACE-001..012", "TRACE-014..026", "TRACE-028", "STREAM-002", "STREAM-004..006")
     | ids("LOG-001..002", "LOG-004..006", "LOG-008", "STREAM-001")
     | {i for c in registered() if c.name.startswith("sessions.") for i in c.ids}
-    | ids("PRJ-001..006")
+    | ids("PRJ-001..006", "DIAG-204..206")
     | ids("INV-001..039", "ERR-001", "LIM-001..003", "RUN-001..006")
     | ids("WB-001..002")
     | ids("MCP-005", "MCP-010..011", "MCP-014..015", "MCP-017..021", "LIM-009")

@@ -31,6 +31,7 @@ DELIVERED_GROUPS = {
     "receipts",
     "sessions",
     "project",
+    "notices",
     "invocations",
     "runtime",
     "mcp",

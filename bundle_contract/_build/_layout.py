@@ -39,6 +39,7 @@ class Layout:
     digest_cache: str  # inside the state directory
     session_ledger: str  # inside the state directory: one record per spawned host session
     process_records: str  # inside the state directory: one record per process unit (fallback)
+    notice_journal: str  # inside the state directory: the notice ledger's journal
     state_variable: str
 
     def plugin_dir(self, host: str) -> str:
@@ -105,5 +106,6 @@ def layout() -> Layout:
         digest_cache=state["digest_cache"],
         session_ledger=state["session_ledger"],
         process_records=state["process_records"],
+        notice_journal=state["notice_journal"],
         state_variable=spec.variable("state-root"),
     )

@@ -655,6 +655,43 @@ class EvalBundleMissing(ContractError):
     http_status: ClassVar[int] = 409
 
 
+class NoticeNotFound(RequestError):
+    """A notice id (well formed) that the project's notice ledger does not hold: never opened,
+    or dropped by retention.
+    """
+
+    code: ClassVar[str] = "BX5001"
+    http_status: ClassVar[int] = 404
+
+
+class NoticeNotOpen(RequestError):
+    """Dismissing a notice that is already terminal (resolved, dismissed or superseded);
+    nothing changes.
+    """
+
+    code: ClassVar[str] = "BX5002"
+    http_status: ClassVar[int] = 409
+
+
+class NoticeRetentionInvalid(ContractError):
+    """A notice retention setting that is not one: terminalTtl neither milliseconds nor a
+    duration such as 7d, 12h, 30m, 90s; maxTerminal or maxJournalBytes not a non-negative
+    integer (maxJournalBytes below the smallest journal).
+    """
+
+    code: ClassVar[str] = "BX5003"
+    http_status: ClassVar[int] = 422
+
+
+class NoticeJournalCorrupt(ContractError):
+    """A line of the notice journal other than its last is not a NoticeJournalRecord (a torn
+    last line is no error: it is dropped); or the journal is not a regular file.
+    """
+
+    code: ClassVar[str] = "BX5004"
+    http_status: ClassVar[int] = 422
+
+
 ERRORS: dict[str, type[ContractError]] = {
     "AB8256": InvocationAlreadyFinal,
     "AB8022": BindingClosed,
@@ -736,6 +773,10 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX4802": EvalRunMismatch,
     "BX4803": EvalRunInvalid,
     "BX4804": EvalBundleMissing,
+    "BX5001": NoticeNotFound,
+    "BX5002": NoticeNotOpen,
+    "BX5003": NoticeRetentionInvalid,
+    "BX5004": NoticeJournalCorrupt,
 }
 
 __all__ = [
@@ -784,6 +825,10 @@ __all__ = [
     "ModelInvalid",
     "NativeDecodeFailed",
     "NoActiveEpoch",
+    "NoticeJournalCorrupt",
+    "NoticeNotFound",
+    "NoticeNotOpen",
+    "NoticeRetentionInvalid",
     "OriginNotAllowed",
     "PathTokenUnknown",
     "PayloadTooLarge",

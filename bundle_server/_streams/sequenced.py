@@ -35,11 +35,16 @@ Theory of operation (sans-IO: no sockets, no gevent):
   publish, outside the lock. The default is a `threading.Event` per subscriber; the HTTP shell
   passes one callable per server thread (a gevent async watcher's `send`, safe from any
   thread), so a publish wakes a whole thread's streams with one call.
+- `listen(listener)` is for a service that reacts to what others publish (the notice ledger):
+  each listener is called with every published batch, in the publisher's thread, after the
+  lock is released (so it may publish in turn); what it raises is logged, never the
+  publisher's.
 """
 
 from __future__ import annotations
 
 import bisect
+import logging
 import re
 import threading
 from collections import deque
@@ -54,6 +59,8 @@ from bundle_server._utf8 import json_text, utf8
 DIGITS = re.compile(r"[0-9]{1,16}")
 Record = dict[str, Any]
 Wake = Callable[[], None]
+Listener = Callable[[list[Record]], None]
+log = logging.getLogger("bundle_server.streams")
 
 
 @cache
@@ -211,6 +218,7 @@ class SequencedHub:
         self._latest = 0
         self._subscribers: set[Subscription] = set()
         self._wakes: dict[Wake, int] = {}
+        self._listeners: tuple[Listener, ...] = ()
         self._closed = False
         # What every frame has before its record: `{"type":"<frame_type>","<frame_key>":`.
         self._frame_head = b"%s,%s:" % (
@@ -279,7 +287,17 @@ class SequencedHub:
             wakes = list(self._wakes)
         for call in (*cuts, *wakes):
             call()
+        for listener in self._listeners:
+            try:
+                listener(records)
+            except Exception:
+                log.exception("%s: a listener failed", self.name)
         return records
+
+    def listen(self, listener: Listener) -> None:
+        """Call `listener` with every batch published from now on (see the module docstring)."""
+        with self._lock:
+            self._listeners = (*self._listeners, listener)
 
     def _evict(self, by_bytes: bool) -> None:
         # Under the lock: the oldest record of the largest share (by count, or by bytes; of

@@ -11,6 +11,7 @@ streams     slow subscribers and keep-alives
 bounds      header count/size bounds and the header-read timeout
 sessions    host sessions: list, ids, bodies, lifecycle, input, resize, the SSE stream, the cap
 project     project status, the project event replay and stream, manual builds
+notices     the notice ledger: the list and its filter, dismissing, the events telling each
 invocations route invocations: requests, the list, the envelope, cancel, the stream, the window
 runtime     development runtime runs: requests, the run record, the recent runs, one run
 mcp         MCP launch lists, operations and their bodies, the correlationId's `_meta` copy,
@@ -26,6 +27,7 @@ from conformance.checks import (  # noqa: F401  (imported to register)
     logs,
     mcp,
     mcp_apps,
+    notices,
     project,
     receipts,
     responses,
