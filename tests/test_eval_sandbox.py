@@ -438,3 +438,14 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
+
+
+def test_the_interpreter_stays_readable_where_a_tmpfs_hides_its_place() -> None:
+    """A checkout and its venv under /tmp (a CI clone) would vanish under the box's private
+    /tmp: the Python environment the run uses is bound back read-only, nothing else is."""
+    prefix = os.path.realpath(sys.prefix)
+    parent = os.path.dirname(prefix)
+    binds = sandbox_module.interpreter_arguments([parent])
+    assert ["--ro-bind", prefix, prefix] == binds[binds.index(prefix) - 1 : binds.index(prefix) + 2]
+    assert all(place.startswith(parent) for place in binds[1::3])
+    assert sandbox_module.interpreter_arguments(["/nowhere-such"]) == []

@@ -48,6 +48,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -102,6 +103,19 @@ def hiding_arguments() -> list[str]:
     return arguments
 
 
+def interpreter_arguments(hidden: Sequence[str]) -> list[str]:
+    """Read-only binds that bring back the Python environment the evaluation runs with where a
+    tmpfs hid it (a checkout and its venv under /tmp): commands that run `python` from it
+    must still find it, read-only like the rest of the machine."""
+    places: list[str] = []
+    for path in (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))):
+        real = os.path.realpath(path)
+        under = any(real == top or real.startswith(top.rstrip("/") + "/") for top in hidden)
+        if under and os.path.isdir(real) and real not in places:
+            places.append(real)
+    return [argument for place in places for argument in ("--ro-bind", place, place)]
+
+
 def mount_arguments(workspace: Path, *, root: bool) -> list[str]:
     """bwrap's arguments up to the command: everything read-only but the workspace, a private
     /tmp and /dev; the run directories hidden, an IPC namespace of its own (module docstring).
@@ -116,6 +130,7 @@ def mount_arguments(workspace: Path, *, root: bool) -> list[str]:
         "--dev", "/dev",
         *hiding_arguments(),
         "--tmpfs", "/tmp",
+        *interpreter_arguments([*hidden_directories(), "/tmp"]),
         "--bind", place, place,
         "--chdir", place,
         "--setenv", "TMPDIR", "/tmp",
