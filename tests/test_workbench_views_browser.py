@@ -1,7 +1,8 @@
 """The Trace, Raw logs and Project views in headless Chromium against the real server: the trace
 live after a hook receipt, its filters (URL and controls), detail pane, keyboard, pause and
 resume, the gap row, 10,000 entries with only the visible rows in the DOM; raw logs with
-in-app trace links; the project's epoch and diagnostics, a new epoch after an edit, Rebuild."""
+in-app trace links; the project's epoch and diagnostics, a new epoch after an edit, Rebuild;
+the header's count of open notices, their list and Dismiss."""
 
 from __future__ import annotations
 
@@ -301,6 +302,53 @@ def test_the_rebuild_button_requests_a_build_and_shows_it(
     expect(attempt).not_to_have_text(before, timeout=20_000)
     expect(view).to_have_attribute("data-build", "idle")
     expect(attempt).to_contain_text("succeeded")
+
+
+def test_the_header_counts_open_notices_lists_them_and_dismisses_one(
+    page: tuple[Page, Problems], server: WorkbenchServer
+) -> None:
+    tab, _ = page
+    expect(tab.locator("#connection")).to_have_text("connected")
+    listed = tab.request.get(f"{server.url}/api/notices?state=open").json()["notices"]
+    toggle = tab.locator("#notices .notice-count")
+    expect(toggle).to_have_attribute("aria-label", f"Notices: {len(listed)} open")
+    # A receipt whose handler did not run opens a hook.failed notice; the header hears of it
+    # on the project event stream, without a reload.
+    body = receipt(unique("notice"), events=0)
+    body["events"] = [
+        {
+            "at": 1,
+            "execution": body["execution"],
+            "kind": "failure",
+            "phase": "handler",
+            "sequence": 1,
+            "error": {"name": "HandlerFailed", "message": "the test's failing handler"},
+        }
+    ]
+    post_receipt(server, body)
+    count = tab.get_by_role("button", name=f"Notices: {len(listed) + 1} open")
+    expect(count).to_have_text(f"Notices {len(listed) + 1}")
+    count.click()
+    expect(count).to_have_attribute("aria-expanded", "true")
+    panel = tab.get_by_role("region", name="Open notices")
+    # Open notices are listed newest first: the new one leads, and Tab reaches its Dismiss.
+    item = panel.locator("li").first
+    expect(item).to_have_attribute("data-kind", "hook.failed")
+    expect(item).to_contain_text("hook failed")
+    expect(item).to_contain_text("host_a tool/before: the handler did not run (HandlerFailed)")
+    notice_id = item.get_attribute("data-notice")
+    expect(item.locator("time")).to_have_attribute("datetime", re.compile(r"^\d{4}-"))
+    tab.keyboard.press("Tab")
+    expect(item.get_by_role("button", name="Dismiss")).to_be_focused()
+    screenshot(tab, "header-notices")
+    tab.keyboard.press("Enter")
+    expect(tab.get_by_role("button", name=f"Notices: {len(listed)} open")).to_be_visible()
+    expect(panel.locator(f'li[data-notice="{notice_id}"]')).to_have_count(0)
+    dismissed = tab.request.get(f"{server.url}/api/notices?state=dismissed").json()["notices"]
+    assert notice_id in [n["id"] for n in dismissed]
+    tab.keyboard.press("Escape")
+    expect(panel).to_be_hidden()
+    expect(toggle).to_be_focused()
 
 
 def test_ten_thousand_entries_stay_fast_and_the_gap_shows_where_history_was_dropped(

@@ -2,6 +2,7 @@
 // every view keeps a stable URL (reload, bookmarks, `/trace?correlation=` links from logs).
 import { connection, follow, getJSON } from "/assets/api.js";
 import { h, replace } from "/assets/dom.js";
+import { mountNotices } from "/assets/header-notices.js";
 import * as logs from "/assets/view-logs.js";
 import * as mcp from "/assets/view-mcp.js";
 import * as project from "/assets/view-project.js";
@@ -54,7 +55,8 @@ document.addEventListener("click", (event) => {
 });
 window.addEventListener("popstate", show);
 
-// The header: the connection's state, and the build's, live from the project event stream.
+// The header: the connection's state, and the build's and the open notices', live from the
+// project event stream.
 const connectionLine = document.getElementById("connection");
 const LABELS = {
   connecting: "connecting…",
@@ -85,10 +87,19 @@ async function refreshBuild() {
     // Signed out or restarting: the connection line says which.
   }
 }
+const notices = mountNotices(document.getElementById("notices"));
+// Back live after a drop or a server restart: what opened or closed meanwhile may be past what
+// the stream still replays (a bounded history, or another server's), so read the list again.
+connection.listeners.add((state) => {
+  if (state === "live") notices.refresh();
+});
 refreshBuild();
 follow("/api/project/events/stream", {
   sequenceOf: (frame) => frame.sequence,
-  onFrame: () => refreshBuild(),
+  onFrame: (frame) => {
+    refreshBuild();
+    if (frame.type && frame.type.startsWith("notice.")) notices.refresh();
+  },
 });
 
 show();
