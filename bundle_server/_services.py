@@ -27,6 +27,7 @@ A new service is its own package (its service, its handlers module) and one row 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -59,6 +60,8 @@ from bundle_server.workbench.app_frame import AppFrame
 
 if TYPE_CHECKING:
     from bundle_server._dev_server import DevServer
+
+logger = logging.getLogger("bundle_server")
 
 T = TypeVar("T")
 # Where the shell stops among the rows' `closes`: after the hubs, before the App frame.
@@ -198,7 +201,13 @@ def _notices(server: DevServer) -> NoticeService | None:
     path = server.services.get(ProjectLoop).state_path(layout().notice_journal)
     if path is None:
         return None
-    service = NoticeService(path, server.notice_retention, server.project_events.publish)
+    try:
+        service = NoticeService(path, server.notice_retention, server.project_events.publish)
+    except OSError as error:
+        # An unusable state root already fails every build with its own diagnostic; the
+        # server still serves, its notice routes answering that no ledger is kept.
+        logger.warning("no notice ledger: %s: %s", path, error.strerror or error)
+        return None
     service.attach(server.project_events, server.hub)
     return service
 
