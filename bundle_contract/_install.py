@@ -155,13 +155,15 @@ def host_env(
     """The environment the host's CLI runs in: `env`, with HOME and the host's own home
     variable ([host.attach] home) pointing into `home` when one is given."""
     result = dict(os.environ if env is None else env)
+    own = host_row(host).get("attach", {}).get("home")
     if home is not None:
         result["HOME"] = os.fspath(home)
-        own = host_row(host).get("attach", {}).get("home")
         if own is not None:
             inner = Path(home) / own["user_home"].removeprefix("~").lstrip("/")
-            inner.mkdir(parents=True, exist_ok=True)
             result[own["variable"]] = str(inner)
+    if own is not None and result.get(own["variable"]):
+        # Codex refuses a CODEX_HOME that does not exist; it makes its default one itself.
+        Path(result[own["variable"]]).mkdir(parents=True, exist_ok=True)
     return result
 
 
