@@ -23,6 +23,7 @@ effort) and leaves nothing recorded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -94,10 +95,8 @@ def install_bundle(
             run(host, [executable, *command], child_env, cwd, plan.answer)
     except InstallCommandFailed:
         for command in plan.remove:  # undo what the earlier commands did, as far as it goes
-            try:
+            with contextlib.suppress(InstallCommandFailed):
                 run(host, [executable, *command], child_env, cwd, None)
-            except InstallCommandFailed:
-                pass
         shutil.rmtree(published / host, ignore_errors=True)
         raise
     record_path(published, host).write_text(json.dumps(record) + "\n", encoding="utf-8")
@@ -169,7 +168,7 @@ def host_env(
 
 def find_cli(host: str, env: Mapping[str, str]) -> str:
     """The host's CLI ([host.session] executable) on the environment's PATH; BX5103."""
-    name = host_row(host)["session"]["executable"]
+    name: str = host_row(host)["session"]["executable"]
     found = shutil.which(name, path=env.get("PATH", os.defpath))
     if found is None:
         raise HostCliMissing(

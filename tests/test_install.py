@@ -100,10 +100,13 @@ def test_a_projection_without_a_plugin_manifest_is_ab7001(project: Path, tmp_pat
 
 
 def test_a_missing_cli_is_one_line(
-    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    project: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     env = {"PATH": str(tmp_path / "empty"), "HOME": str(tmp_path)}
-    with pytest.raises(HostCliMissing, match="codex .* is not on PATH"):
+    with pytest.raises(HostCliMissing, match=r"codex .* is not on PATH"):
         install_bundle(project, "host_b", env=env)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert main(["install", str(project), "--host", "host_c"]) == 1
