@@ -34,6 +34,7 @@ class Layout:
     state_per_project: str
     epochs: str
     installs: str
+    published: str  # inside the state directory: what `bundle-devkit install` installed
     epoch_prefix: str
     epoch_digest_chars: int
     digest_cache: str  # inside the state directory
@@ -101,6 +102,7 @@ def layout() -> Layout:
         state_per_project=state["per_project"],
         epochs=state["epochs"],
         installs=state["installs"],
+        published=state["published"],
         epoch_prefix=state["epoch_prefix"],
         epoch_digest_chars=state["epoch_digest_chars"],
         digest_cache=state["digest_cache"],

@@ -1,4 +1,5 @@
-"""`bundle-devkit new DIR`: a working bundle project from the template, ready for `bundle-server`.
+"""`bundle-devkit new DIR`: a working bundle project from the template, ready for `bundle-server`;
+`bundle-devkit install|uninstall PROJECT --host H`: its plugin in the user's own host (`_install`).
 
 The template is the example project the repository serves with `make run`
 (examples/safe-shell); the wheel carries it as `bundle_contract/template`, the way it carries
@@ -76,7 +77,17 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     new = commands.add_parser("new", help="create a bundle project from the template")
     new.add_argument("directory", help="where to create it (absent or empty)")
+    for name, what in (("install", "build PROJECT and install its plugin"), ("uninstall", "")):
+        sub = commands.add_parser(
+            name, help=what or "remove what install installed, with the host's own commands"
+        )
+        sub.add_argument("project", help="the bundle project directory")
+        sub.add_argument("--host", required=True, help="host kind: host_a, host_b or host_c")
+        if name == "install":
+            sub.add_argument("--scope", choices=("user", "project"), help="default: user")
     args = parser.parse_args(argv)
+    if args.command != "new":
+        return _install_command(args)
     try:
         created = new_project(Path(args.directory))
     except (FileExistsError, FileNotFoundError, OSError) as error:
@@ -85,6 +96,32 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"created {created}\n\n  bundle-server {created}\n\nthen open the Workbench URL it prints."
     )
+    return 0
+
+
+def _install_command(args: argparse.Namespace) -> int:
+    """`install` / `uninstall`: one line on stderr (code and message) for any refusal."""
+    from bundle_contract._error_bases import ContractError
+    from bundle_contract._install import install_bundle, uninstall_bundle
+
+    try:
+        if args.command == "install":
+            done = install_bundle(args.project, args.host, args.scope)
+        else:
+            done = uninstall_bundle(args.project, args.host)
+    except ContractError as error:
+        print(f"bundle-devkit: {error.code} {error.message}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"bundle-devkit: {error}", file=sys.stderr)
+        return 1
+    if args.command == "uninstall":
+        print(f"uninstalled {done.plugin} from {done.host} (scope {done.scope})")
+        return 0
+    market = f" from marketplace {done.marketplace}" if done.marketplace else ""
+    print(f"installed {done.plugin} into {done.host} (scope {done.scope}){market}")
+    print(f"  installed from {done.directory} (kept until `bundle-devkit uninstall`)")
+    print(f"  trusted: {done.trusts}")
     return 0
 
 

@@ -692,6 +692,58 @@ class NoticeJournalCorrupt(ContractError):
     http_status: ClassVar[int] = 422
 
 
+class InstallHostUnsupported(RequestError):
+    """Install or uninstall for a host kind hosts.toml gives no [host.install] (a host that is
+    not launchable).
+    """
+
+    code: ClassVar[str] = "BX5101"
+    http_status: ClassVar[int] = 422
+
+
+class InstallScopeUnsupported(RequestError):
+    """Install or uninstall with a scope the host's [host.install] row does not list (Codex and
+    Gemini CLI install for the user only).
+    """
+
+    code: ClassVar[str] = "BX5102"
+    http_status: ClassVar[int] = 422
+
+
+class HostCliMissing(RequestError):
+    """Install or uninstall when the host's CLI ([host.session] executable) is not found on
+    PATH.
+    """
+
+    code: ClassVar[str] = "BX5103"
+    http_status: ClassVar[int] = 422
+
+
+class InstallCommandFailed(ContractError):
+    """A command of the host's own CLI run by install or uninstall exited non-zero or did not
+    finish in time; the message quotes the command and its last words.
+    """
+
+    code: ClassVar[str] = "BX5104"
+    http_status: ClassVar[int] = 502
+
+
+class InstallBuildFailed(DiagnosticError):
+    """Install on a project whose fresh build fails; the message carries the build's first
+    error.
+    """
+
+    code: ClassVar[str] = "BX5105"
+    http_status: ClassVar[int] = 422
+
+
+class NotInstalled(RequestError):
+    """Uninstall for a host (and scope) the project's state root records no install for."""
+
+    code: ClassVar[str] = "BX5106"
+    http_status: ClassVar[int] = 404
+
+
 ERRORS: dict[str, type[ContractError]] = {
     "AB8256": InvocationAlreadyFinal,
     "AB8022": BindingClosed,
@@ -777,6 +829,12 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX5002": NoticeNotOpen,
     "BX5003": NoticeRetentionInvalid,
     "BX5004": NoticeJournalCorrupt,
+    "BX5101": InstallHostUnsupported,
+    "BX5102": InstallScopeUnsupported,
+    "BX5103": HostCliMissing,
+    "BX5104": InstallCommandFailed,
+    "BX5105": InstallBuildFailed,
+    "BX5106": NotInstalled,
 }
 
 __all__ = [
@@ -803,8 +861,13 @@ __all__ = [
     "HookPayloadInvalid",
     "HookResultNotObject",
     "HookWrapperNotUnique",
+    "HostCliMissing",
     "HostNotAllowed",
     "HostNotLaunchable",
+    "InstallBuildFailed",
+    "InstallCommandFailed",
+    "InstallHostUnsupported",
+    "InstallScopeUnsupported",
     "InternalError",
     "InvalidDevSession",
     "InvalidRequest",
@@ -825,6 +888,7 @@ __all__ = [
     "ModelInvalid",
     "NativeDecodeFailed",
     "NoActiveEpoch",
+    "NotInstalled",
     "NoticeJournalCorrupt",
     "NoticeNotFound",
     "NoticeNotOpen",
