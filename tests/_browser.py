@@ -216,4 +216,4 @@ def signed_in(browser: Browser, server: WorkbenchServer) -> Iterator[tuple[Page,
     with browser.page() as (page, problems):
         page.goto(server.sign_in_url)
         yield page, problems
-        assert problems.messages == []
+        assert problems.messages == [], problems.messages

@@ -331,17 +331,26 @@ class SessionCard {
   resized(cols, rows) {
     clearTimeout(this.resizeTimer);
     this.resizeTimer = setTimeout(() => {
-      if (this.session.state !== "running") return;
+      if (this.ending || this.session.state !== "running") return;
       postJSON(`/api/sessions/${this.session.id}/resize`, { cols, rows }).catch((caught) =>
         this.onError(`resize of ${this.session.id}: ${caught.message}`),
       );
     }, RESIZE_DELAY_MS);
   }
 
+  // Set once this card asked the server to end its session: the state event that says so may
+  // come after a layout change resizes the terminal, and a resize of an ended session is a 409.
+  stopResizing() {
+    this.ending = true;
+    clearTimeout(this.resizeTimer);
+  }
+
   async terminate() {
     try {
+      this.stopResizing();
       await postJSON(`/api/sessions/${this.session.id}/terminate`, {});
     } catch (caught) {
+      this.ending = false; // still running: its terminal follows the layout again
       this.onError(caught.message);
     }
   }
@@ -349,9 +358,11 @@ class SessionCard {
   async restart() {
     try {
       const { cols, rows } = this.size();
+      this.stopResizing(); // a restart ends this card's session
       const { session } = await postJSON(`/api/sessions/${this.session.id}/restart`, { cols, rows });
       this.onRestarted(session);
     } catch (caught) {
+      this.ending = false;
       this.onError(caught.message);
     }
   }
