@@ -47,6 +47,8 @@ from types import ModuleType
 from typing import Any
 
 from bundle_contract._generated.errors import HostNotLaunchable, PtyUnavailable
+from bundle_contract._owner import _procfs
+from bundle_contract._owner._procfs import has_marker, start_time
 
 PR_SET_CHILD_SUBREAPER = 36
 # Signals whose ignored disposition would otherwise survive exec into the host.
@@ -235,75 +237,23 @@ class Member:
     start: int
 
 
-def _stat(pid: int) -> tuple[str, int, int, int, int] | None:
-    """(state, ppid, pgrp, session, starttime) from /proc/<pid>/stat, or None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        return None
-    # The command name may contain spaces and parentheses: split after the last ')'.
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    try:
-        return (
-            fields[0].decode("ascii"),
-            int(fields[1]),
-            int(fields[2]),
-            int(fields[3]),
-            int(fields[19]),
-        )
-    except (IndexError, ValueError):
-        return None
-
-
-def _has_marker(pid: int, marker: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            environ = handle.read()
-    except OSError:
-        return False
-    return b"\0" + marker + b"\0" in b"\0" + environ + b"\0"
-
-
-def start_time(pid: int) -> int:
-    """The start time of `pid` (clock ticks since boot), 0 if it is gone."""
-    stat = _stat(pid)
-    return stat[4] if stat is not None else 0
-
-
 def members(leader: int, marker: bytes, since: int = 0) -> list[Member]:
     """Processes that belong to the session led by `leader`: same process group or session,
     or the session's environment marker (`NAME=value`). The leader itself is included while
     it exists; this process never is. Only processes started at `since` (the leader's start
     time) or later can descend from it: older ones are skipped without reading their
     environment, which keeps a scan cheap on a machine with many processes."""
-    own = os.getpid()
-    found: list[Member] = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return found
-    for name in names:
-        if not name.isdigit():
-            continue
-        pid = int(name)
-        if pid in (own, 1):
-            continue
-        stat = _stat(pid)
-        if stat is None:
-            continue
-        state, ppid, pgrp, session, start = stat
-        if ppid == 2 or pid == 2 or start < since:  # kernel threads, older processes
-            continue
-        if pgrp == leader or session == leader or _has_marker(pid, marker):
-            found.append(Member(pid, ppid, state, start))
-    return found
+    return [
+        Member(found.pid, found.ppid, found.state, found.start)
+        for found in _procfs.processes(since)
+        if found.pgrp == leader or found.session == leader or has_marker(found.pid, marker)
+    ]
 
 
 def is_current(member: Member) -> bool:
     """Whether `member`'s pid still names the same process (same start time)."""
-    stat = _stat(member.pid)
-    return stat is not None and stat[4] == member.start
+    found = _procfs.stat(member.pid)
+    return found is not None and found.start == member.start
 
 
 def reap_member(member: Member, family: Set[int]) -> bool:
@@ -311,11 +261,11 @@ def reap_member(member: Member, family: Set[int]) -> bool:
     it is gone or reaped, or dead with a parent outside `family` (the session's pids), whose
     business reaping it is. A zombie whose parent is still in the family is not done: when
     that parent dies it is reparented to us, and only then can it be reaped here."""
-    stat = _stat(member.pid)
-    if stat is None or stat[4] != member.start:
+    found = _procfs.stat(member.pid)
+    if found is None or found.start != member.start:
         return True
-    state, ppid = stat[0], stat[1]
-    if state not in ("Z", "X"):
+    ppid = found.ppid
+    if found.state not in ("Z", "X"):
         return False
     if ppid != os.getpid():
         return ppid not in family
