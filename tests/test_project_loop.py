@@ -165,6 +165,7 @@ def test_project_routes_answer_status_events_stream_and_manual_builds(
 ) -> None:
     project = serve_project(write_project(tmp_path / "p"), watch=False)
     first = project.wait_event("artifact.available")
+    project.wait_event("dev.host.sync", host="host_b", state="synced")  # the build's last event
     kinds = [e["type"] for e in project.events(0)]
     assert kinds[:2] == ["invalidation", "build.started"]
     assert project.events(0)[0]["payload"]["reason"] == "initial"
@@ -367,6 +368,8 @@ def test_the_dev_hosts_of_a_python_config_apply_once_it_has_built(
         write_project(tmp_path / "p", python_config=source), host_executables={}
     )
     project.wait_event("artifact.available")
+    # Once "synced" is said, the config's dev.hosts are set: no retry needed.
+    project.wait_event("dev.host.sync", host="host_a", state="synced")
     session = project.client.create("host_a")
     assert run_tool(project, session).startswith("deny: no recursive deletes")
 

@@ -507,6 +507,7 @@ class ProjectLoop:
     def _adopt(self, epoch: dict[str, Any], artifact: Path) -> None:
         targets = list(epoch["targetDigests"])
         attached: dict[str, Attachment] = {}
+        synced: list[dict[str, Any]] = []
         for host in self._hosts_to_install(targets):
             sync: dict[str, Any] = {
                 "host": host,
@@ -532,19 +533,7 @@ class ProjectLoop:
                 )
                 continue
             attached[host] = Attachment(epoch["id"], plugin)
-            with self._lock:
-                # A session started once "synced" is published must get this install, not
-                # wait for the other hosts' installs.
-                self._attachments[host] = attached[host]
-            sync.update(state="synced", installDestination=str(plugin))
-            self.hub.publish("dev.host.sync", sync)
-            self._trace(
-                "host.synced",
-                f"{host} installed epoch {epoch['id']}",
-                status="ok",
-                epoch=epoch["id"],
-                host=host,
-            )
+            synced.append({**sync, "state": "synced", "installDestination": str(plugin)})
         with self._lock:
             self._attachments = attached  # a host whose install failed has none
             if attached:
@@ -557,6 +546,18 @@ class ProjectLoop:
                 self._adoption = None
         for listener in self._listeners:
             listener()
+        # "synced" is said once the adoption is whole (status, attachments, the listeners'
+        # effects such as a config's dev.hosts): whoever waits for it and then starts a
+        # session gets this epoch.
+        for sync in synced:
+            self.hub.publish("dev.host.sync", sync)
+            self._trace(
+                "host.synced",
+                f"{sync['host']} installed epoch {epoch['id']}",
+                status="ok",
+                epoch=epoch["id"],
+                host=sync["host"],
+            )
 
     def _prune(self, active: str) -> None:
         # Only directories named like epochs, never through a symlink (see _prepare_state).
