@@ -58,8 +58,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Two processes, each test file whole in one of them (module fixtures are shared by its tests);
+# then, alone, the tests that measure the machine's time or memory (marked solo).
 unit: $(STAMP) $(VENDOR) browser sandbox $(CLIS)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "not solo"
+	$(BIN)/pytest -q -m solo
 
 bench: $(STAMP)
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

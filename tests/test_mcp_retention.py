@@ -25,6 +25,9 @@ from bundle_contract._schemas import reference_validator
 from bundle_contract._spec import get_spec
 from bundle_server.mcp.connection import StderrPipe
 
+# Run alone, after the parallel tests (make unit): the server's memory is measured.
+pytestmark = pytest.mark.solo
+
 MIB = 1 << 20
 BUDGET = 16 * MIB
 SIZE = 400_000

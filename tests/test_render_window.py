@@ -33,6 +33,10 @@ from bundle_server.invocations.window import (
     window_limits,
 )
 
+# Run alone, after the parallel tests (make unit): the render-window stress measures the
+# server's throughput and memory.
+pytestmark = pytest.mark.solo
+
 MiB = 1024 * 1024
 
 

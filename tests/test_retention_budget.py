@@ -19,6 +19,9 @@ from collections.abc import Iterator
 import pytest
 from _budget_server import BudgetServer
 
+# Run alone, after the parallel tests (make unit): the server's memory is measured.
+pytestmark = pytest.mark.solo
+
 MIB = 1 << 20
 BUDGET = 16 * MIB
 EVENT = 7 * MIB // 2

@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 from _live import TOKEN, wait_for
 
+# Run alone, after the parallel tests (make unit): the server's memory is measured.
+pytestmark = pytest.mark.solo
+
 ENTRIES = 10_000
 SUBSCRIBERS = 200
 MIB = 1 << 20

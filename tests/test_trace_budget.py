@@ -20,6 +20,9 @@ from _live import Server, serve
 from bundle_contract._schemas import reference_validator
 from bundle_server.trace.hub import TraceHub
 
+# Run alone, after the parallel tests (make unit): the trace's memory bound is measured under load.
+pytestmark = pytest.mark.solo
+
 MIB = 1 << 20
 BUDGET = MIB
 FLOOD = 4000  # x about 1 kB: almost four times the budget, far under the count bound

@@ -13,6 +13,10 @@ import pytest
 from _browser import Browser, Problems, WorkbenchServer, screenshot, signed_in, workbench_server
 from playwright.sync_api import Page, expect
 
+# Run alone, after the parallel tests (make unit): the page's responsiveness under a flooding
+# session is timed.
+pytestmark = pytest.mark.solo
+
 SIZE = re.compile(r"size (\d+) (\d+)")
 VIEWS = {"sessions": "/sessions", "trace": "/trace", "logs": "/logs", "project": "/project"}
 
