@@ -12,7 +12,7 @@ Per host, two runs:
   answer. The model sees the session-start context, the denial's reason
   and the block's reason; a hook that succeeds silently (with text on stderr) shows nothing;
   what each hook got on stdin has the keys of the saved sample
-  (tests/data/real_hosts/<host>/<NativeEvent>.json, taken from such a run; a tool event's is
+  (spec/natives/<host>/<NativeEvent>.json, taken from such a run; a tool event's is
   the allowed shell call's).
 
 A CLI missing from clis/node_modules/.bin is a skip (`make clis` installs them).
@@ -38,7 +38,7 @@ KINDS = sorted(HOSTS)
 DATA = Path(__file__).parent / "data"
 HOOK = DATA / "model" / "hook.py"
 TINY_MCP = DATA / "model" / "tiny_mcp.py"
-SAMPLES = DATA / "real_hosts"
+SAMPLES = Path(__file__).resolve().parents[1] / "spec" / "natives"
 RUN_TIMEOUT = 90  # seconds: a run takes 1-8 s here; a hung CLI fails the test, then is killed
 
 CONTEXT = "SESSION-CONTEXT-7f3a"

@@ -2,7 +2,7 @@
 
 What each pinned CLI says of the built plugin (its own validation, its own install commands),
 and what each plugin's hook wrappers answer to the native inputs the real CLIs sent
-(tests/data/real_hosts/, recorded from them), from copies of the plugin directory placed
+(spec/natives/, recorded from them), from copies of the plugin directory placed
 where each host puts one (a zip, Codex's plugin cache, a copy). Every run has a home of its
 own and reaches loopback only (tests/_real_hosts.py).
 """
@@ -26,7 +26,7 @@ from bundle_contract._host_attach import attach_plan
 from bundle_contract._host_plugin import host_row
 from bundle_server.sessions.pty._attach import apply as apply_attach
 
-DATA = Path(__file__).parent / "data" / "real_hosts"
+DATA = Path(__file__).resolve().parents[1] / "spec" / "natives"
 HOST_KINDS = ["host_a", "host_b", "host_c"]
 DENIED = "rm -rf /"
 
