@@ -33,6 +33,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bundle_contract._build._layout import layout
 from bundle_contract._generated.errors import (
@@ -88,6 +89,7 @@ def install_bundle(
         if record_path(published, host).exists():
             uninstall_bundle(root, host, home, env=env)  # an install again replaces the old
         lay_out(plan, plugin_root, published / host)
+        shutil.copyfile(artifact / MANIFEST, manifest_path(published, host))
     record = {"plugin": plugin, "scope": plan.scope, "marketplace": plan.marketplace}
     cwd = root if plan.scope == "project" else published / host
     try:
@@ -98,6 +100,7 @@ def install_bundle(
             with contextlib.suppress(InstallCommandFailed):
                 run(host, [executable, *command], child_env, cwd, None)
         shutil.rmtree(published / host, ignore_errors=True)
+        manifest_path(published, host).unlink(missing_ok=True)
         raise
     record_path(published, host).write_text(json.dumps(record) + "\n", encoding="utf-8")
     return Installed(host, plugin, plan.scope, plan.plugin_dir, plan.marketplace, plan.trusts)
@@ -131,6 +134,7 @@ def uninstall_bundle(
         run(host, [executable, *command], child_env, cwd, None)
     shutil.rmtree(published / host, ignore_errors=True)
     record_path(published, host).unlink(missing_ok=True)
+    manifest_path(published, host).unlink(missing_ok=True)
     return Installed(host, plan.plugin, plan.scope, plan.plugin_dir, plan.marketplace, "")
 
 
@@ -141,6 +145,11 @@ def state_published(project: Path) -> Path:
 
 def record_path(published: Path, host: str) -> Path:
     return published / f"{host}.json"
+
+
+def manifest_path(published: Path, host: str) -> Path:
+    """The manifest of the epoch installed for `host` (doctor compares the host's copy with it)."""
+    return published / f"{host}.manifest.json"
 
 
 def _made(directory: Path) -> Path:
@@ -181,6 +190,12 @@ def find_cli(host: str, env: Mapping[str, str]) -> str:
 def build(project: Path, out: Path) -> Path:
     """A fresh build of `project` into `out`, in a child process (bundle-build: the project's
     config runs in a process unit of its own); BX5105 with the build's first error."""
+    build_result(project, out)
+    return out
+
+
+def build_result(project: Path, out: Path) -> dict[str, Any]:
+    """`build`, answering the build's result (BuildResult: the epoch, the resolved config)."""
     argv = [sys.executable, "-m", "bundle_contract._build._cli", str(project), "--out", str(out)]
     argv.append("--json")
     done = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
@@ -196,7 +211,8 @@ def build(project: Path, out: Path) -> Path:
             else (done.stderr.strip().splitlines() or ["no result"])[-1]
         )
         raise InstallBuildFailed(f"{project} does not build: {said}", {"project": str(project)})
-    return out
+    built: dict[str, Any] = result
+    return built
 
 
 def publishable(artifact: Path, host: str) -> Path:

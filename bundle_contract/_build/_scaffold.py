@@ -1,5 +1,6 @@
 """`bundle-devkit new DIR`: a working bundle project from the template, ready for `bundle-server`;
 `bundle-devkit install|uninstall PROJECT --host H`: its plugin in the user's own host (`_install`).
+`bundle-devkit doctor PROJECT [--host H]`: whether that install will work, and why not (`_doctor`).
 
 The template is the example project the repository serves with `make run`
 (examples/safe-shell); the wheel carries it as `bundle_contract/template`, the way it carries
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 from bundle_contract._build._layout import layout
+from bundle_contract._doctor import _cli as doctor
 
 TEMPLATE_ID = "safe-shell"
 TEMPLATE_NAME = "Safe shell"
@@ -85,7 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--host", required=True, help="host kind: host_a, host_b or host_c")
         if name == "install":
             sub.add_argument("--scope", choices=("user", "project"), help="default: user")
+    doctor.add_parser(commands)
     args = parser.parse_args(argv)
+    if args.command == "doctor":
+        return doctor.run(args)
     if args.command != "new":
         return _install_command(args)
     try:

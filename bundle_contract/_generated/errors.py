@@ -744,6 +744,16 @@ class NotInstalled(RequestError):
     http_status: ClassVar[int] = 404
 
 
+class HostCliUntested(RequestError):
+    """Install into a host whose CLI version is not one of hosts.toml [host.session]
+    tested_versions, without --any-version; the message names the version found and those
+    tested.
+    """
+
+    code: ClassVar[str] = "BX5107"
+    http_status: ClassVar[int] = 422
+
+
 ERRORS: dict[str, type[ContractError]] = {
     "AB8256": InvocationAlreadyFinal,
     "AB8022": BindingClosed,
@@ -835,6 +845,7 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX5104": InstallCommandFailed,
     "BX5105": InstallBuildFailed,
     "BX5106": NotInstalled,
+    "BX5107": HostCliUntested,
 }
 
 __all__ = [
@@ -862,6 +873,7 @@ __all__ = [
     "HookResultNotObject",
     "HookWrapperNotUnique",
     "HostCliMissing",
+    "HostCliUntested",
     "HostNotAllowed",
     "HostNotLaunchable",
     "InstallBuildFailed",

@@ -1,0 +1,67 @@
+"""`bundle-devkit doctor PROJECT [--host H ...] [--json]`: exit 0 healthy, 1 a problem found,
+2 usage (a host doctor cannot check, a projection without a plugin manifest)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from bundle_contract._host_plugin import host_row
+from bundle_contract._spec import get_spec
+
+HEALTHY, PROBLEM, USAGE = 0, 1, 2
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    doctor = commands.add_parser(
+        "doctor", help="say, per host, whether the installed bundle will work and why not"
+    )
+    doctor.add_argument("project", help="the bundle project directory")
+    doctor.add_argument(
+        "--host",
+        action="append",
+        help="host kind (repeat for several); default: every host the project is installed in",
+    )
+    doctor.add_argument("--json", action="store_true", help="print the reports as JSON")
+
+
+def installable_hosts() -> list[str]:
+    return [row["kind"] for row in get_spec().rows("hosts", "host") if "install" in row]
+
+
+def run(args: argparse.Namespace) -> int:
+    from bundle_contract._doctor._run import doctor_bundle
+    from bundle_contract._error_bases import ContractError
+    from bundle_contract._install import record_path, state_published
+
+    project = Path(args.project)
+    if not project.is_dir():
+        print(f"bundle-devkit: {project} is not a directory", file=sys.stderr)
+        return USAGE
+    hosts = args.host or [
+        host
+        for host in installable_hosts()
+        if record_path(state_published(project.resolve()), host).exists()
+    ]
+    if not hosts:
+        print(
+            f"bundle-devkit: nothing of {project} is installed; name a host with --host",
+            file=sys.stderr,
+        )
+        return USAGE
+    reports = []
+    for host in hosts:
+        try:
+            host_row(host)
+            reports.append(doctor_bundle(project, host))
+        except (ContractError, ValueError, KeyError) as error:
+            said = f"{error.code} {error.message}" if isinstance(error, ContractError) else error
+            print(f"bundle-devkit: {host}: {said}", file=sys.stderr)
+            return USAGE
+    if args.json:
+        print(json.dumps([report.to_json() for report in reports], indent=2))
+    else:
+        print("\n\n".join(report.render() for report in reports))
+    return HEALTHY if all(report.healthy for report in reports) else PROBLEM

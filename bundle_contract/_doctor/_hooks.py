@@ -1,0 +1,208 @@
+"""The hook checks: each hook of the host's copy run as the host runs it, with its event's
+native input, and the handler's receipts read back.
+
+For every command hook in the copy's hooks document ([host.plugin] hooks_document, in the
+matcher-group shape), doctor runs the command through `sh -c` in a throwaway workspace, with
+the plugin root given as the host gives it (root_reference: an environment variable, or the
+text substituted), the native input of its event on stdin (spec/natives/<host>/<Event>.json as
+the pinned CLI sent it; else one made of hosts.toml's keys for the event), and the receipt
+variables pointing at a `ReceiptInbox`. It passes when the command exits 0 within the hook's
+timeout, answers nothing or a JSON object (the host's format), and its receipts say the
+handler started and gave an outcome. A hook that answers without a receipt did not run its
+handler: the wrapper fails open, which is exactly the silent failure doctor exists to name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from bundle_contract._canonical import effective_keys
+from bundle_contract._doctor._receiver import ReceiptInbox
+from bundle_contract._doctor._report import Check
+from bundle_contract._host_plugin import host_row
+from bundle_contract._owner import UnitNotEnded, process_owner
+from bundle_contract._spec import get_spec, plain
+
+DEFAULT_TIMEOUT_S = 60.0  # what Claude Code, Codex and Gemini CLI give a hook that names none
+STDERR_SHOWN = 3  # last lines of a hook's stderr quoted as evidence
+
+
+def hook_commands(host: str, copy: Path) -> Iterator[tuple[str, str, float]]:
+    """(native event, command, timeout in seconds) of each command hook in the copy."""
+    plugin = host_row(host)["plugin"]
+    document = json.loads((copy / plugin["hooks_document"]).read_text(encoding="utf-8"))
+    scale = 1000.0 if plugin["timeout_unit"] == "ms" else 1.0
+    for native, groups in sorted(document.get("hooks", {}).items()):
+        for group in groups:
+            for hook in group.get("hooks", ()):
+                if hook.get("type") == "command" and isinstance(hook.get("command"), str):
+                    timeout = hook.get("timeout")
+                    seconds = timeout / scale if isinstance(timeout, (int, float)) else None
+                    yield native, hook["command"], seconds or DEFAULT_TIMEOUT_S
+
+
+def native_input(host: str, native: str, workspace: Path) -> tuple[dict[str, Any], bool]:
+    """The event's native input, and whether it was recorded from the real CLI."""
+    recorded = get_spec().root / "natives" / host / f"{native}.json"
+    if recorded.is_file():
+        data: dict[str, Any] = json.loads(recorded.read_text(encoding="utf-8"))
+        made = False
+    else:
+        row = plain(host_row(host))
+        event: dict[str, Any] = next((e for e in row["event"] if e["native"] == native), {})
+        keys = effective_keys(row, event) if event else dict(row["common_keys"])
+        data = {key: "doctor" for key in keys.values()}
+        made = True
+    hook_event_key = plain(host_row(host)).get("payload_keys", {}).get("hookEventName")
+    if hook_event_key:
+        data[hook_event_key] = native
+    for canonical, value in (("cwd", str(workspace)),):
+        key = plain(host_row(host))["common_keys"].get(canonical)
+        if key in data:
+            data[key] = value
+    return data, made
+
+
+def check_hooks(host: str, copy: Path, env: Mapping[str, str]) -> list[Check]:
+    plugin = host_row(host)["plugin"]
+    inbox = ReceiptInbox()
+    try:
+        with tempfile.TemporaryDirectory(prefix="bundle-doctor-") as scratch:
+            workspace = Path(scratch)
+            return [
+                _run_hook(host, plugin, copy, env, inbox, workspace, native, command, timeout)
+                for native, command, timeout in hook_commands(host, copy)
+            ]
+    finally:
+        inbox.close()
+
+
+def _run_hook(
+    host: str,
+    plugin: Mapping[str, Any],
+    copy: Path,
+    env: Mapping[str, str],
+    inbox: ReceiptInbox,
+    workspace: Path,
+    native: str,
+    command: str,
+    timeout: float,
+) -> Check:
+    check_id = f"hook:{native}"
+    variable = plugin["root_variable"]
+    child_env = {**env, **inbox.variables}
+    if plugin["root_reference"] == "environment":
+        child_env[variable] = str(copy)
+    else:
+        command = command.replace("${" + variable + "}", str(copy))
+    data, made = native_input(host, native, workspace)
+    unit = process_owner().start_unit("doctor-hook")
+    started = time.monotonic()
+    timed_out = False
+    try:
+        environment = unit.environment(child_env)
+        process = subprocess.Popen(
+            unit.command(["sh", "-c", command], env=environment, cwd=str(workspace)),
+            env=environment,
+            cwd=workspace,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        unit.track(process.pid)
+        try:
+            out, err = process.communicate(json.dumps(data).encode(), timeout=timeout + 1)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            unit.kill()
+            out, err = process.communicate()
+    finally:
+        # A process stuck past SIGKILL: the hook's verdict below still stands.
+        with contextlib.suppress(UnitNotEnded):
+            unit.end()
+    took = time.monotonic() - started
+    events = [e for r in inbox.take() for e in r.get("events", ()) if isinstance(e, dict)]
+    kinds = [e.get("kind") for e in events]
+    stderr = [line for line in err.decode("utf-8", "replace").splitlines() if line.strip()]
+    evidence = [
+        f"$ {command}",
+        f"input: {'made of hosts.toml keys' if made else 'recorded from the real CLI'}",
+        f"exit status {process.returncode} after {took * 1000:.0f} ms (timeout {timeout:g} s)",
+        f"receipts: {', '.join(map(str, kinds)) or 'none'}",
+        *(f"stderr: {line}" for line in stderr[-STDERR_SHOWN:]),
+    ]
+    answer = out.decode("utf-8", "replace").strip()
+    if answer:
+        evidence.append(f"answer: {answer[:300]}")
+    failure = next((e for e in events if e.get("kind") == "failure"), None)
+    fix_handler = "fix the handler (the evidence says how it failed), then install again"
+    if timed_out:
+        return Check(
+            check_id,
+            "fail",
+            f"{native} did not answer within {timeout:g} s",
+            tuple(evidence),
+            "make the handler faster or raise its timeout",
+        )
+    if process.returncode != 0:
+        return Check(
+            check_id,
+            "fail",
+            f"{native} exited with status {process.returncode}",
+            tuple(evidence),
+            "see its stderr; a hook must exit 0",
+        )
+    if answer:
+        try:
+            parsed = json.loads(answer)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            return Check(
+                check_id,
+                "fail",
+                f"{native} answered something {host} cannot read",
+                tuple(evidence),
+                "nothing may print to the hook's stdout but its answer",
+            )
+    if failure is not None:
+        error = failure.get("error") or {}
+        said = f"{error.get('name', 'error')}: {error.get('message', '')}".strip(": ")
+        reached = "handler.start" in kinds
+        if made and not reached:
+            return Check(
+                check_id,
+                "warn",
+                f"{native}: no recorded input of this event; a made-up one did not reach "
+                f"the handler ({said})",
+                tuple(evidence),
+                "run the host and trigger the event to see the handler run",
+            )
+        where = "the handler failed" if reached else "the handler was never called"
+        return Check(
+            check_id,
+            "fail",
+            f"{native}: {where}, and the hook let the host go on ({said})",
+            tuple(evidence),
+            fix_handler,
+        )
+    if "handler.outcome" not in kinds:
+        return Check(
+            check_id,
+            "fail",
+            f"{native}: the handler never ran (the wrapper answered without a receipt)",
+            tuple(evidence),
+            "check the interpreter the plugin names (libexec/python) has bundle_contract",
+        )
+    outcome = next(e.get("outcome") for e in events if e.get("kind") == "handler.outcome")
+    return Check(
+        check_id, "pass", f"{native}: the handler ran and answered {outcome}", tuple(evidence)
+    )

@@ -1,0 +1,215 @@
+"""The CLI, install and trust checks: what the host itself says about the install.
+
+The install is read from the host, never from our record alone: the record
+(`<state>/published/<host>.json`) names the plugin and marketplace, and the host's own listing
+command ([host.install] `list`, read as [host.doctor] `listing` says) says whether it is
+installed, enabled, and where the copy it runs lives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bundle_contract._doctor._report import Check
+from bundle_contract._host_cli import cli_version
+from bundle_contract._host_install import InstallPlan, install_plan
+from bundle_contract._host_plugin import host_row
+from bundle_contract._spec import get_spec, plain
+
+OUTPUT_SHOWN = 300  # characters of a command's output quoted as evidence
+
+
+@dataclass(frozen=True)
+class Found:
+    """The install as the host lists it."""
+
+    plan: InstallPlan
+    record: Mapping[str, Any]
+    copy: Path | None  # the directory the host runs the plugin from
+    listing: str  # the listing command's output (for checks that read it again)
+
+
+def check_cli(host: str, env: Mapping[str, str], executable: str | None) -> Check:
+    name = host_row(host)["session"]["executable"]
+    if executable is None:
+        return Check(
+            "cli",
+            "fail",
+            f"{name} (the {host} CLI) is not on PATH",
+            (f"PATH={env.get('PATH', '')}",),
+            f"install {name} and put it on PATH",
+        )
+    try:
+        found = cli_version(host, executable, env)
+    except (OSError, subprocess.SubprocessError) as error:
+        return Check("cli", "fail", f"{executable} cannot be run", (str(error),), "reinstall it")
+    said = (f"{executable}", f"$ {name} --version: {found.said}")
+    if found.version is None:
+        return Check(
+            "cli", "warn", f"{name}'s version could not be read", said, "check the CLI runs"
+        )
+    if not found.tested:
+        tested = ", ".join(host_row(host)["session"]["tested_versions"])
+        return Check(
+            "cli",
+            "warn",
+            f"{name} {found.version} is not a version the bundle was tested with ({tested})",
+            said,
+            f"install {name} {tested}, or check by hand that its plugin format is unchanged",
+        )
+    return Check("cli", "pass", f"{name} {found.version} (a tested version)", said)
+
+
+def read_record(record_file: Path) -> Mapping[str, Any] | None:
+    try:
+        record = json.loads(record_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and "plugin" in record else None
+
+
+def check_install(
+    host: str,
+    executable: str,
+    env: Mapping[str, str],
+    record: Mapping[str, Any],
+    published: Path,
+    project: Path,
+) -> tuple[Check, Found | None]:
+    """Installed and enabled, as the host's listing says, and where its copy is."""
+    plan = install_plan(host, record["scope"], plugin=record["plugin"], root=str(published / host))
+    doctor = plain(host_row(host)["doctor"])
+    cwd = project if plan.scope == "project" else published
+    shown = " ".join([os.path.basename(executable), *plan.listing])
+    try:
+        done = subprocess.run(
+            [executable, *plan.listing],
+            env=dict(env),
+            cwd=cwd if cwd.is_dir() else project,
+            capture_output=True,
+            text=True,
+            timeout=get_spec().limit("attach-command-time")["maximum"] / 1000,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        return Check("install", "fail", f"`{shown}` cannot run", (str(error),)), None
+    output = done.stdout + done.stderr
+    values = {"plugin": plan.plugin, "marketplace": plan.marketplace or ""}
+    entry = _listed(doctor, done.stdout, output, values)
+    evidence = [f"$ {shown}: exit status {done.returncode}"]
+    reinstall = f"bundle-devkit install {project} --host {host}"
+    if entry is None:
+        evidence.append(_quote(output))
+        return (
+            Check(
+                "install", "fail", f"{host} does not list {plan.plugin}", tuple(evidence), reinstall
+            ),
+            None,
+        )
+    copy = _copy(host, doctor, entry, values, env)
+    evidence.append(f"listed: {entry['id']}, enabled: {entry['enabled']}")
+    evidence.append(f"the host runs the copy at {copy}" if copy else "the copy is not found")
+    found = Found(plan, record, copy, output)
+    if not entry["enabled"]:
+        return (
+            Check(
+                "install",
+                "fail",
+                f"{plan.plugin} is installed but disabled in {host}",
+                tuple(evidence),
+                f"enable it in {os.path.basename(executable)}, or {reinstall}",
+            ),
+            found,
+        )
+    if copy is None or not copy.is_dir():
+        return (
+            Check(
+                "install",
+                "fail",
+                f"{host} lists {plan.plugin} but its copy is missing",
+                tuple(evidence),
+                reinstall,
+            ),
+            found,
+        )
+    summary = f"{plan.plugin} is installed and enabled (scope {plan.scope})"
+    return Check("install", "pass", summary, tuple(evidence)), found
+
+
+def _listed(
+    doctor: Mapping[str, Any], stdout: str, output: str, values: Mapping[str, str]
+) -> dict[str, Any] | None:
+    """The plugin's entry in the listing (JSON on stdout, or text on either stream): its id,
+    whether enabled, its path and version."""
+    listing = doctor["listing"]
+    if listing["format"] == "json":
+        try:
+            rows: Any = json.loads(stdout)
+        except ValueError:
+            return None
+        if "rows" in listing:
+            rows = rows.get(listing["rows"], []) if isinstance(rows, dict) else []
+        wanted = doctor["listed_as"].format(**values)
+        for row in rows if isinstance(rows, list) else []:
+            if isinstance(row, dict) and row.get(listing["id"]) == wanted:
+                return {
+                    "id": wanted,
+                    "enabled": row.get(listing["enabled"]) is True,
+                    "path": row.get(listing.get("path", ""), None),
+                    "version": row.get(listing.get("version", ""), None),
+                }
+        return None
+    head = listing["entry"].format(**values)
+    blocks = output.split("\n")
+    for index, line in enumerate(blocks):
+        if line.strip().startswith(head):
+            block = []
+            for later in blocks[index + 1 :]:
+                if later.strip().startswith(listing["entry"].split("{")[0]):
+                    break
+                block.append(later.strip())
+            path = next(
+                (b.removeprefix(listing["path"]) for b in block if b.startswith(listing["path"])),
+                None,
+            )
+            enabled = listing["enabled"] in block
+            return {"id": line.strip(), "enabled": enabled, "path": path, "version": None}
+    return None
+
+
+def _copy(
+    host: str,
+    doctor: Mapping[str, Any],
+    entry: Mapping[str, Any],
+    values: Mapping[str, str],
+    env: Mapping[str, str],
+) -> Path | None:
+    if entry.get("path"):
+        return Path(entry["path"])
+    if "copy" not in doctor or not entry.get("version"):
+        return None
+    home = host_row(host).get("attach", {}).get("home", {})
+    host_home = env.get(home.get("variable", "")) or str(
+        Path(env.get("HOME") or os.path.expanduser("~"))
+        / home.get("user_home", "~").removeprefix("~").lstrip("/")
+    )
+    return Path(doctor["copy"].format(**values, version=entry["version"], host_home=host_home))
+
+
+def check_trust(host: str, found: Found) -> Check:
+    trusts = found.plan.trusts
+    if host_row(host)["doctor"]["trust"] == "none":
+        return Check("trust", "pass", "nothing to trust", (trusts,))
+    return Check("trust", "warn", "hook trust is not read yet", (trusts,))
+
+
+def _quote(output: str) -> str:
+    flat = " ".join(output.split())
+    return flat if len(flat) <= OUTPUT_SHOWN else flat[: OUTPUT_SHOWN - 1] + "…"

@@ -1,0 +1,201 @@
+"""`bundle-devkit doctor` against the real, pinned host CLIs, in throwaway homes.
+
+Each launchable host gets the example installed through its own CLI; doctor must find it
+healthy, then name each fault injected into the copy the host runs: a deleted file, a handler
+that does not import, an MCP server that exits (one run), then a wrong interpreter (another).
+The refusals and the CLI's exit codes are checked beside them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bundle_contract import validate
+from bundle_contract._build._scaffold import main
+from bundle_contract._doctor import DoctorReport, doctor_bundle
+from bundle_contract._doctor._installed import check_cli
+from bundle_contract._generated.errors import InstallHostUnsupported
+from bundle_contract._install import install_bundle
+from tests._real_hosts import CLIS, base_env, missing_cli
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "safe-shell"
+KINDS = ["host_a", "host_b", "host_c"]
+COPY_LINE = "the host runs the copy at "
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    copy = tmp_path / "safe-shell"
+    shutil.copytree(EXAMPLE, copy, ignore=shutil.ignore_patterns(".bundle", "__pycache__"))
+    return copy
+
+
+def host_env(kind: str, root: Path) -> dict[str, str]:
+    env = base_env(kind, root)
+    env["PATH"] = f"{CLIS}:{env['PATH']}"
+    return env
+
+
+def statuses(report: DoctorReport) -> dict[str, str]:
+    return {check.id: check.status for check in report.checks}
+
+
+def the_copy(report: DoctorReport) -> Path:
+    line = next(e for e in report.check("install").evidence if e.startswith(COPY_LINE))
+    return Path(line.removeprefix(COPY_LINE))
+
+
+def hook_checks(report: DoctorReport) -> list[str]:
+    return [check.id for check in report.checks if check.id.startswith("hook:")]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_doctor_finds_the_install_healthy_then_names_each_injected_fault(
+    kind: str, project: Path, tmp_path: Path
+) -> None:
+    if reason := missing_cli(kind):
+        pytest.skip(reason)
+    env = host_env(kind, tmp_path / "run")
+    install_bundle(project, kind, env=env)
+
+    healthy = doctor_bundle(project, kind, env=env)
+    validate("DoctorReport.json", healthy.to_json())
+    assert healthy.healthy, healthy.render()
+    assert len(hook_checks(healthy)) == 3
+    passing = {check for check, status in statuses(healthy).items() if status == "pass"}
+    assert {
+        "cli",
+        "build",
+        "install",
+        "files",
+        "interpreter",
+        "mcp:safe-shell",
+        "skills",
+    } <= passing
+    assert set(hook_checks(healthy)) <= passing
+    for hook in hook_checks(healthy):  # each handler really ran: its receipts say so
+        assert "receipts: handler.start, handler.outcome" in healthy.check(hook).evidence
+    copy = the_copy(healthy)
+    assert copy.is_dir() and not copy.is_relative_to(project)  # the host's own copy
+    pristine = tmp_path / "pristine"
+    shutil.copytree(copy, pristine, symlinks=True)
+
+    # A deleted file, a handler that does not import, a server that exits: one run.
+    (copy / "skills" / "shell-safety" / "SKILL.md").unlink()
+    (copy / "src" / "safe_shell" / "hooks.py").write_text("raise ImportError('doctor fault')\n")
+    (copy / "mcp" / "safe-shell.py").write_text("import sys\nsys.exit(3)\n")
+    broken = doctor_bundle(project, kind, env=env)
+    validate("DoctorReport.json", broken.to_json())
+    assert not broken.healthy
+    files = broken.check("files")
+    assert files.status == "fail" and "partial and edited" in files.summary
+    assert "missing: skills/shell-safety/SKILL.md" in files.evidence
+    assert "edited: mcp/safe-shell.py, src/safe_shell/hooks.py" in files.evidence
+    interpreter = broken.check("interpreter")
+    assert interpreter.status == "fail"
+    assert "import safe_shell.hooks: ImportError: doctor fault" in interpreter.evidence
+    for hook in hook_checks(broken):
+        check = broken.check(hook)
+        assert check.status == "fail", check
+        assert "the handler failed" in check.summary and "ImportError" in check.summary
+    server = broken.check("mcp:safe-shell")
+    assert server.status == "fail" and "did not list its tools" in server.summary
+    assert broken.check("skills").status == "fail"
+    assert broken.check("cli").status == "pass" and broken.check("install").status == "pass"
+
+    # A wrong interpreter (the one the build named is gone): every hook and the server fail.
+    shutil.rmtree(copy)
+    shutil.copytree(pristine, copy, symlinks=True)
+    (copy / "libexec" / "python").write_text('#!/bin/sh\nexec /nonexistent/python "$@"\n')
+    wrong = doctor_bundle(project, kind, env=env)
+    assert statuses(wrong)["interpreter"] == "fail"
+    assert "does not run" in wrong.check("interpreter").summary
+    assert 'libexec/python: exec /nonexistent/python "$@"' in wrong.check("interpreter").evidence
+    assert all(statuses(wrong)[hook] == "fail" for hook in hook_checks(wrong))
+    assert statuses(wrong)["mcp:safe-shell"] == "fail"
+    assert statuses(wrong)["files"] == "fail"  # libexec/python is edited, and named
+    assert "edited: libexec/python" in wrong.check("files").evidence
+
+
+def test_a_stale_copy_is_a_warning_and_the_cli_exits_by_the_verdict(
+    project: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if reason := missing_cli("host_a"):
+        pytest.skip(reason)
+    env = host_env("host_a", tmp_path / "run")
+    install_bundle(project, "host_a", env=env)
+    rules = project / "safe_shell" / "rules.py"
+    rules.write_text(rules.read_text() + "\n# changed after the install\n")
+    stale = doctor_bundle(project, "host_a", env=env)
+    files = stale.check("files")
+    assert files.status == "warn" and "stale" in files.summary
+    assert "changed since: src/safe_shell/rules.py" in files.evidence
+    assert stale.healthy  # a stale copy still works: a warning, not a failure
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["doctor", str(project), "--json"]) == 0  # every installed host: host_a
+    (report,) = json.loads(capsys.readouterr().out)
+    validate("DoctorReport.json", report)
+    assert report["host"] == "host_a" and report["healthy"]
+    (the_copy(stale) / "hooks" / "PreToolUse").unlink()
+    assert main(["doctor", str(project), "--host", "host_a"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"host_a: problems found ({project.resolve()})")
+    assert "FAIL files: the copy host_a runs is partial" in out
+    assert "fix: reinstall: bundle-devkit install" in out
+
+
+def test_not_installed_and_missing_cli_are_findings_and_usage_is_exit_2(
+    project: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if reason := missing_cli("host_b"):
+        pytest.skip(reason)
+    nothing = doctor_bundle(project, "host_b", env=host_env("host_b", tmp_path / "run"))
+    assert statuses(nothing)["install"] == "fail" and not nothing.healthy
+    assert "not installed into host_b" in nothing.check("install").summary
+    assert statuses(nothing)["files"] == "skip"
+
+    bare = {"PATH": str(tmp_path / "empty"), "HOME": str(tmp_path)}
+    missing = doctor_bundle(project, "host_c", env=bare)
+    assert statuses(missing)["cli"] == "fail" and "gemini" in missing.check("cli").summary
+    assert missing.check("cli").fix == "install gemini and put it on PATH"
+    assert statuses(missing)["hooks"] == "skip"
+
+    with pytest.raises(InstallHostUnsupported):
+        doctor_bundle(project, "host_d")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert main(["doctor", str(project)]) == 2  # nothing installed, no host named
+    assert "name a host with --host" in capsys.readouterr().err
+    assert main(["doctor", str(project), "--host", "host_d"]) == 2
+    assert "BX5101" in capsys.readouterr().err
+    assert main(["doctor", str(project), "--host", "host_b"]) == 1  # a finding: no CLI
+
+
+def test_an_untested_cli_version_is_a_warning_naming_the_tested_ones(tmp_path: Path) -> None:
+    fake = tmp_path / "codex"
+    fake.write_text("#!/bin/sh\necho 'codex-cli 9.9.9'\n")
+    fake.chmod(0o755)
+    check = check_cli("host_b", {"PATH": str(tmp_path)}, str(fake))
+    assert check.status == "warn"
+    assert check.summary == "codex 9.9.9 is not a version the bundle was tested with (0.171.0)"
+    assert check_cli("host_b", {}, None).status == "fail"
+
+
+def test_the_tested_versions_are_the_pinned_ones() -> None:
+    pins = json.loads((Path(__file__).resolve().parents[1] / "clis" / "package.json").read_text())
+    from bundle_contract._host_cli import tested_versions
+
+    assert tested_versions("host_a") == (pins["dependencies"]["@anthropic-ai/claude-code"],)
+    assert tested_versions("host_b") == (pins["dependencies"]["@openai/codex"],)
+    assert tested_versions("host_c") == (pins["dependencies"]["@google/gemini-cli"],)
