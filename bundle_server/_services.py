@@ -209,6 +209,10 @@ def _notices(server: DevServer) -> NoticeService | None:
         logger.warning("no notice ledger: %s: %s", path, error.strerror or error)
         return None
     service.attach(server.project_events, server.hub)
+    reports = server.services.get(ProjectLoop).state_path(layout().doctor_reports)
+    if reports is not None:
+        every = get_spec().limit("doctor-report-poll")["maximum"] / 1000
+        service.follow_doctor_reports(reports, every)
     return service
 
 

@@ -12,9 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from bundle_contract._build import layout
+from bundle_contract._doctor import doctor_bundle
 from bundle_contract._validation import problems
 from bundle_server import DevServer, start_dev_server
-from bundle_server.notices.sources import Report, Resolve, from_project_event, from_trace_entry
+from bundle_server.notices.sources import (
+    Report,
+    Resolve,
+    from_doctor_report,
+    from_project_event,
+    from_trace_entry,
+)
 from tests._projects import config, write_project
 
 FAILING = "raise RuntimeError('the config is broken')\n"
@@ -134,3 +141,50 @@ def test_sources_map_events_to_notices() -> None:
     assert isinstance(hook_failed, Report) and hook_failed.key == "hook:host_a:x"
     assert from_trace_entry({**hook, "kind": "handler.outcome"}) == [Resolve("hook:host_a:x")]
     assert from_trace_entry({**hook, "source": "build", "kind": "failure"}) == []
+
+
+def test_a_doctor_finding_beside_the_server_opens_a_notice_a_later_report_resolves(
+    tmp_path: Path,
+) -> None:
+    root = write_project(tmp_path / "project", python_config=GOOD)
+    with start_dev_server(root, header_timeout=2.0, watch=False) as server:
+        # doctor, run as its own command while the server serves: no claude on its PATH.
+        report = doctor_bundle(root, "host_a", env={"PATH": str(tmp_path / "empty")})
+        assert report.check("cli").status == "fail"
+        (opened,) = until(lambda: listed(server, "open"))
+        assert (opened["key"], opened["kind"]) == ("doctor:host_a:cli", "doctor.finding")
+        assert opened["message"].startswith("doctor, host_a cli: claude (the host_a CLI)")
+        assert opened["details"] == {"host": "host_a", "check": "cli"}
+        # The next report of the host says the CLI is found: the finding is resolved.
+        kept = server.project.state_path(layout().doctor_reports)  # type: ignore[union-attr]
+        assert kept is not None
+        written = json.loads((kept / "host_a.json").read_text())
+        written["checks"][0]["status"] = "pass"
+        written["healthy"] = True
+        (kept / "host_a.json").write_text(json.dumps(written))
+        (resolved,) = until(lambda: listed(server, "resolved"))
+        assert resolved["id"] == opened["id"]
+        # A report that is not a DoctorReport changes nothing.
+        (kept / "host_b.json").write_text('{"host": "host_b"}')
+        time.sleep(2.5)
+        assert [n["id"] for n in listed(server)] == [opened["id"]]
+
+
+def test_doctor_reports_map_to_notices() -> None:
+    report = {
+        "host": "host_b",
+        "checks": [
+            {"id": "files", "status": "fail", "summary": "the copy is partial"},
+            {"id": "cli", "status": "pass", "summary": "codex 0.171.0"},
+        ],
+    }
+    changes = from_doctor_report(report, ["doctor:host_b:cli", "doctor:host_a:cli", "build"])
+    assert changes == [
+        Report(
+            "doctor:host_b:files",
+            "doctor.finding",
+            "doctor, host_b files: the copy is partial",
+            {"host": "host_b", "check": "files"},
+        ),
+        Resolve("doctor:host_b:cli"),
+    ]

@@ -41,6 +41,7 @@ class Layout:
     session_ledger: str  # inside the state directory: one record per spawned host session
     process_records: str  # inside the state directory: one record per process unit (fallback)
     notice_journal: str  # inside the state directory: the notice ledger's journal
+    doctor_reports: str  # inside the state directory: each host's last doctor report
     state_variable: str
 
     def plugin_dir(self, host: str) -> str:
@@ -109,5 +110,6 @@ def layout() -> Layout:
         session_ledger=state["session_ledger"],
         process_records=state["process_records"],
         notice_journal=state["notice_journal"],
+        doctor_reports=state["doctor_reports"],
         state_variable=spec.variable("state-root"),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bundle_contract._build._layout import layout
 from bundle_contract._doctor._files import check_files
 from bundle_contract._doctor._hooks import check_hooks
 from bundle_contract._doctor._installed import (
@@ -55,6 +57,30 @@ def doctor_bundle(
     interpreter and handler imports, each hook run with its native input, each MCP server, the
     skills. BX5101 for a host without [host.install]; AB7001 for one whose projection emits
     no plugin manifest; a project that does not build is a failed `build` check."""
+    report = _diagnose(project, host, home, env)
+    keep_report(report)
+    return report
+
+
+def keep_report(report: DoctorReport) -> None:
+    """Keep `report` as the host's last (`<state>/doctor/<host>.json`, replaced atomically):
+    a running server's notice ledger takes its findings from there. Best effort: a state root
+    that cannot be written loses the record, never the report."""
+    directory = state_published(Path(report.project)).parent / layout().doctor_reports
+    data = json.dumps(report.to_json(), indent=1).encode() + b"\n"
+    with contextlib.suppress(OSError):
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, delete=False, suffix=".tmp") as handle:
+            handle.write(data)
+        os.replace(handle.name, directory / f"{report.host}.json")
+
+
+def _diagnose(
+    project: str | os.PathLike[str],
+    host: str,
+    home: str | os.PathLike[str] | None,
+    env: Mapping[str, str] | None,
+) -> DoctorReport:
     install_row(host)
     process_owner()  # made here, once, before the threads below start units in it
     root = Path(project).resolve()

@@ -11,17 +11,27 @@ open notice of its key (a build refusing the same links again) changes nothing.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
+from bundle_contract._error_bases import ContractError
 from bundle_contract._notices._ledger import NoticeLedger
 from bundle_contract._notices._retention import NoticeRetention
 from bundle_contract._notices._state import Notice
+from bundle_contract._validation import validate
 from bundle_server._streams.sequenced import Record, SequencedHub
-from bundle_server.notices.sources import Change, Report, from_project_event, from_trace_entry
+from bundle_server.notices.sources import (
+    Change,
+    Report,
+    from_doctor_report,
+    from_project_event,
+    from_trace_entry,
+)
 
 log = logging.getLogger("bundle_server.notices")
 Publish = Callable[[str, Any], object]
@@ -35,6 +45,7 @@ class NoticeService:
         self._publish = publish
         self._opened: tuple[Callable[[Notice], object], ...] = ()
         self._lock = threading.Lock()  # one change (and its events) at a time
+        self._closed = threading.Event()
 
     def attach(self, project_events: SequencedHub, trace: SequencedHub) -> None:
         """Follow the project events and the trace from now on."""
@@ -62,6 +73,8 @@ class NoticeService:
         """Make `changes` the ledger's; the notices changed."""
         changed: list[Notice] = []
         with self._lock:
+            if self._closed.is_set():
+                return changed  # the journal is closed: the server is stopping
             for change in changes:
                 if isinstance(change, Report):
                     if self._same_as_open(change):
@@ -79,8 +92,53 @@ class NoticeService:
                     callback(notice)
         return changed
 
+    def follow_doctor_reports(self, directory: Path, every: float) -> None:
+        """Take the findings of each host's last doctor report in `directory` (`<host>.json`,
+        written by `bundle-devkit doctor` beside the server), now and whenever one changes
+        (looked for every `every` seconds, until `close`)."""
+        thread = threading.Thread(
+            target=self._follow, args=(directory, every), name="doctor-reports", daemon=True
+        )
+        thread.start()
+
     def close(self) -> None:
-        self.ledger.close()
+        self._closed.set()
+        with self._lock:  # a change under way is finished (and told) first
+            self.ledger.close()
+
+    def _follow(self, directory: Path, every: float) -> None:
+        seen: dict[Path, tuple[int, int]] = {}
+        while not self._closed.is_set():
+            try:
+                self._take_reports(directory, seen)
+            except Exception:  # a report that cannot be taken is logged, never fatal
+                log.warning("doctor reports in %s not taken", directory, exc_info=True)
+            self._closed.wait(every)
+
+    def _take_reports(self, directory: Path, seen: dict[Path, tuple[int, int]]) -> None:
+        try:
+            paths = sorted(directory.glob("*.json"))
+        except OSError:
+            return
+        for path in paths:
+            try:
+                stat = path.lstat()
+            except OSError:
+                continue
+            stamp = (stat.st_mtime_ns, stat.st_size)
+            if seen.get(path) == stamp or not S_ISREG(stat.st_mode):
+                continue
+            seen[path] = stamp
+            try:
+                report = json.loads(path.read_bytes())
+                validate("DoctorReport.json", report)
+            except (OSError, ValueError, ContractError) as error:
+                log.warning("doctor report %s not taken: %s", path, error)
+                continue
+            if self._closed.is_set():
+                return
+            open_keys = [notice["key"] for notice in self.ledger.notices("open")]
+            self.apply(from_doctor_report(report, open_keys))
 
     def _same_as_open(self, change: Report) -> bool:
         found = self.ledger.open_notice(change.key)

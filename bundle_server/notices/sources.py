@@ -8,12 +8,15 @@ or supersedes it (another failure). The sources (issue 24, item 3):
 - `source.status` of a project that loads: its BX4901 diagnostics (symbolic links the build
   refused to ship) open `link`; none resolve it;
 - a hook trace entry (`source = hook`) of kind `failure` (the handler's answer did not apply)
-  opens `hook:<host>:<event>`; a `handler.outcome` of the same host and event resolves it.
+  opens `hook:<host>:<event>`; a `handler.outcome` of the same host and event resolves it;
+- a doctor report (DoctorReport.json, `bundle-devkit doctor`'s last for a host): each failed
+  check opens `doctor:<host>:<check>`; the host's other open doctor notices are resolved (the
+  check passed, warned, was skipped, or is gone).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,3 +119,25 @@ def from_trace_entry(entry: Mapping[str, Any]) -> list[Change]:
     if entry.get("kind") == "handler.outcome":
         return [Resolve(key)]
     return []
+
+
+def from_doctor_report(report: Mapping[str, Any], open_keys: Collection[str]) -> list[Change]:
+    """The notice changes a host's new doctor report makes, given the open notices' keys."""
+    host = str(report["host"])
+    prefix = f"doctor:{host}:"
+    failing = {
+        prefix + check["id"]: check for check in report["checks"] if check["status"] == "fail"
+    }
+    changes: list[Change] = [
+        Report(
+            key,
+            "doctor.finding",
+            f"doctor, {host} {check['id']}: {check['summary']}",
+            {"host": host[:64], "check": str(check["id"])[:64]},
+        )
+        for key, check in failing.items()
+    ]
+    changes.extend(
+        Resolve(key) for key in sorted(open_keys) if key.startswith(prefix) and key not in failing
+    )
+    return changes
