@@ -14,10 +14,12 @@ from typing import Any
 
 from _projects import config, write_project
 
+from bundle_contract._notices._retention import NoticeRetention
 from bundle_server import DevServer, start_dev_server
 from bundle_server._http.app import create_app
 from bundle_server._http.shell import LoopbackShell
 from bundle_server.logs.hub import LogBridge, LogHub
+from bundle_server.notices.service import NoticeService
 from bundle_server.project.hub import ProjectHub
 from bundle_server.project.manager import ProjectLoop
 from bundle_server.trace.hub import TraceHub
@@ -75,8 +77,13 @@ def serve(
     trace = hub or TraceHub()
     with ExitStack() as stack:
         root = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        loop = ProjectLoop(root, hub=project_hub or ProjectHub(), trace=trace, watch=False)
+        events = project_hub or ProjectHub()
+        loop = ProjectLoop(root, hub=events, trace=trace, watch=False)
         stack.callback(loop.close)
+        # The notice ledger, in the project's state root, fed by the hubs as the server's is.
+        notices = NoticeService(root / "notices.jsonl", NoticeRetention.defaults(), events.publish)
+        notices.attach(events, trace)
+        stack.callback(notices.close)
         try:
             app = create_app(
                 port=shell.port,
@@ -86,6 +93,7 @@ def serve(
                 logs=logs,
                 keepalive=keepalive,
                 project=loop.start(),
+                notices=notices,
             )
             shell.start(wrap(app))
             yield Target(shell.url, SESSION, RECEIPT, profile="devkit")

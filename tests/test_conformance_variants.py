@@ -182,3 +182,30 @@ def test_a_page_naming_an_asset_the_server_lacks_fails_the_asset_rule() -> None:
         report = run_kit(target, "WB-*")
     assert_fails_exactly(report, {"WB-002"})
     assert "/assets/gone.js answered 404" in report.result("WB-002").reason
+
+
+def test_a_notice_list_that_ignores_its_filter_and_a_dismiss_that_repeats_fail_their_rules() -> (
+    None
+):
+    notices = route("notices.list")["path"]
+
+    def wrap(app: WSGIApp) -> WSGIApp:
+        def middleware(environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+            if environ["PATH_INFO"] == notices and environ.get("QUERY_STRING") != "state=closed":
+                environ["QUERY_STRING"] = ""  # every listing lists everything
+            if environ["PATH_INFO"].endswith("/dismiss"):
+                # A second dismiss answered as the first: 200 instead of 409 BX5002.
+                def again(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+                    return start_response(
+                        "200 OK" if status.startswith("409") else status, headers, *exc
+                    )
+
+                return app(environ, again)
+            return app(environ, start_response)
+
+        return middleware
+
+    with serve(wrap) as target:
+        report = run_kit(target, "DIAG-20[4-6]")
+    assert_fails_exactly(report, {"DIAG-204", "DIAG-205"})
+    assert report.result("DIAG-206").status is Status.PASS
