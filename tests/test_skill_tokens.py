@@ -20,7 +20,8 @@ from bundle_contract import (
     resolve_skill_token,
 )
 from bundle_contract._generated.errors import ConfigInvalid, EvalSuiteInvalid, SkillTokenInvalid
-from bundle_contract._host_plugin import host_row
+from bundle_contract._host_attach import plugin_skills
+from bundle_contract._host_plugin import host_row, plugin_files
 from bundle_contract._schemas import schema_documents
 from bundle_contract._skill_tokens import _grammar, skill_tool, skill_tools, typed_forms
 from bundle_contract._spec import SCHEMA_BASE, get_spec
@@ -275,3 +276,31 @@ def test_a_suite_with_a_malformed_skill_token_does_not_load(tmp_path: Path) -> N
         EvalSuiteInvalid, match=r"graders\[0\]: 'Shell Safety' is not a skill token"
     ):
         load_suite(path)
+    # So does a case script's skill call.
+    script = {"turns": [{"toolCalls": [{"skill": "/Shell"}]}]}
+    case = {
+        "id": "a",
+        "prompt": "x",
+        "script": script,
+        "graders": [{"type": "exit", "exitCode": 0}],
+    }
+    path.write_text(json.dumps({"name": "s", "cases": [case]}))
+    with pytest.raises(
+        EvalSuiteInvalid, match=r"cases\[0\]\.script\.turns\[0\]\.toolCalls\[0\]\.skill: '/Shell'"
+    ):
+        load_suite(path)
+
+
+def test_a_plugin_directory_lists_its_skills_as_the_host_names_them(tmp_path: Path) -> None:
+    for host in HOSTS:
+        app = {"id": "demo", "name": "Demo", "version": "1.0.0"}
+        plugin = tmp_path / host
+        for relative, data in plugin_files(host, application=app, hooks=(), mcp_servers={}).items():
+            (plugin / relative).parent.mkdir(parents=True, exist_ok=True)
+            (plugin / relative).write_bytes(data)
+        skills = plugin / host_row(host)["plugin"]["skills_dir"]
+        for name in ("review-diff", "shell-safety"):
+            (skills / name).mkdir(parents=True)
+            (skills / name / "SKILL.md").write_text("---\nname: x\n---\n", encoding="utf-8")
+        (skills / "notes").mkdir()  # no SKILL.md: not a skill
+        assert plugin_skills(host, plugin) == ["demo:review-diff", "demo:shell-safety"]
