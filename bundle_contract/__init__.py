@@ -77,6 +77,7 @@ _EXPORTS = {
     "SkillToken": "_skill_tokens",
     "classify_skill_token": "_skill_tokens",
     "resolve_skill_token": "_skill_tokens",
+    "typed_forms": "_skill_tokens",
     "StateMachine": "_states",
     "state_machine": "_states",
     "NoticeLedger": "_notices._ledger",
@@ -159,6 +160,7 @@ if TYPE_CHECKING:  # the same names, for type checkers; a test holds both lists 
         SkillToken,
         classify_skill_token,
         resolve_skill_token,
+        typed_forms,
     )
     from bundle_contract._spec import Spec, SpecError, get_spec, load_spec
     from bundle_contract._states import StateMachine, state_machine

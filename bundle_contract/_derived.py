@@ -59,12 +59,24 @@ def vocabulary_resource(spec: Spec) -> Schema:
         "sessionHost": [h["kind"] for h in hosts if "session" in h],
         "handlerEvent": [e["name"] for e in spec.rows("hooks", "event")],
         "errorCode": [e["code"] for e in spec.rows("errors", "error")],
+        "skillSigil": skill_sigils(spec),
     }
     return _resource(
         "Vocabulary",
         "Enumerations whose members are rows of the spec/ tables.",
         {name: {"enum": members} for name, members in defs.items()},
     )
+
+
+def skill_sigils(spec: Spec) -> list[str]:
+    """The sigils a person types a skill with on some host (hosts.toml [host.plugin]
+    skill_typed), in the hosts' order, each once."""
+    typed = [
+        form["sigil"]
+        for host in spec.rows("hosts", "host")
+        for form in host["plugin"].get("skill_typed", ())
+    ]
+    return list(dict.fromkeys(typed))
 
 
 def kind_schemas(spec: Spec) -> dict[str, Schema]:

@@ -31,7 +31,14 @@ from typing import Any
 from bundle_contract._host_plugin import host_row
 from bundle_contract._spec import plain
 
-__all__ = ["SCRIPTED_API_KEY", "AttachPlan", "attach_plan", "attach_row", "plugin_name"]
+__all__ = [
+    "SCRIPTED_API_KEY",
+    "AttachPlan",
+    "attach_plan",
+    "attach_row",
+    "plugin_name",
+    "plugin_skills",
+]
 
 MARKETPLACE_DIR = "marketplace"  # inside the session's home: the local marketplace's root
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # what a plan writes into a document
@@ -198,6 +205,16 @@ def _fill_json(value: Any, values: Mapping[str, str]) -> Any:
     if isinstance(value, list):
         return [_fill_json(v, values) for v in value]
     return _fill(value, values) if isinstance(value, str) else value
+
+
+def plugin_skills(host: str, plugin_dir: str | os.PathLike[str]) -> list[str]:
+    """The skills of a plugin directory as the host finds them: `<plugin>:<directory>` for
+    each directory of the skills directory (hosts.toml skills_dir) holding a SKILL.md, sorted;
+    ValueError when the manifest names no plugin."""
+    name = plugin_name(host, plugin_dir)
+    skills = Path(plugin_dir) / host_row(host)["plugin"]["skills_dir"]
+    found = sorted(path.parent.name for path in skills.glob("*/SKILL.md") if path.is_file())
+    return [f"{name}:{skill}" for skill in found]
 
 
 def plugin_name(host: str, plugin_dir: str | os.PathLike[str]) -> str:

@@ -12,6 +12,15 @@ the skill part a SkillDefinition name.
     >>> resolve_skill_token("$review", ["demo:review"], "host_c").name
     'review'
 
+What a person types for a skill is the host's: each host row lists its typed forms (hosts.toml
+[host.plugin] `skill_typed`: a sigil and a spelling), and `typed_forms` fills them in; the
+grammar's sigils are those of the hosts' typed forms (Vocabulary.json skillSigil). How the host
+loads a skill is its own too: `skill_tool` (hosts.toml `skill_call`, or `no_skill_call` saying
+why a host has none).
+
+    >>> typed_forms("host_a", "demo:review")
+    ('/demo:review',)
+
 Resolution (`resolve_skill_token`) is the same on every host; the host only decides how the
 resolved skill is spelled (hosts.toml [host.plugin] `skill_name`):
 
@@ -31,6 +40,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
+from bundle_contract._derived import skill_sigils
 from bundle_contract._generated.errors import SkillTokenInvalid
 from bundle_contract._host_plugin import host_row
 from bundle_contract._spec import get_spec, plain
@@ -120,7 +130,7 @@ def _grammar() -> _Grammar:
     defs = schemas["SkillToken"]["$defs"]
     plugin, skill = _follow(defs["pluginName"], schemas), _follow(defs["skillName"], schemas)
     return _Grammar(
-        sigils=tuple(defs["sigil"]["enum"]),
+        sigils=tuple(skill_sigils(get_spec())),
         separator=defs["separator"]["const"],
         plugin=re.compile(plugin["pattern"], re.ASCII),
         plugin_max=plugin["maxLength"],
@@ -169,14 +179,52 @@ def classify_skill_token(text: str) -> SkillToken:
     return SkillToken(text, "qualified", sigil, plugin, skill, rest)
 
 
+def _filled(template: str, skill: SkillToken) -> str | None:
+    """`template` with {plugin} and {skill} of `skill`; None when it needs a plugin part
+    `skill` lacks."""
+    if "{plugin}" in template and skill.plugin is None:
+        return None
+    return template.replace("{plugin}", skill.plugin or "").replace("{skill}", skill.skill)
+
+
 def skill_spelling(host: str, skill: SkillToken) -> str | None:
     """How `host` names `skill` (hosts.toml [host.plugin] skill_name, its {plugin} and {skill}
     filled in); None when the spelling needs a plugin part `skill` lacks. ValueError for an
     unknown host kind."""
-    template = str(host_row(host).get("plugin", {}).get("skill_name", BARE_SPELLING))
-    if "{plugin}" in template and skill.plugin is None:
-        return None
-    return template.replace("{plugin}", skill.plugin or "").replace("{skill}", skill.skill)
+    return _filled(str(host_row(host).get("plugin", {}).get("skill_name", BARE_SPELLING)), skill)
+
+
+def typed_forms(host: str, skill: SkillToken | str) -> tuple[str, ...]:
+    """What a person types in `host`'s prompt for `skill` (a token or its text; its sigil, if
+    any, is not kept): each of the host's typed forms (hosts.toml [host.plugin] skill_typed),
+    its sigil then its spelling filled in, in the row's order. A form needing a plugin part
+    `skill` lacks is left out; a host with no typed forms has none. ValueError for an unknown
+    host kind, SkillTokenInvalid for a skill outside the grammar."""
+    token = _as_token(skill)
+    forms = host_row(host).get("plugin", {}).get("skill_typed", ())
+    typed = [(form["sigil"], _filled(str(form["spelling"]), token)) for form in forms]
+    return tuple(dict.fromkeys(sigil + spelled for sigil, spelled in typed if spelled))
+
+
+def skill_tool(host: str) -> tuple[str, str]:
+    """(tool, argument): the tool through which `host` loads a skill and the argument naming
+    it, by the host's spelling (hosts.toml [host.plugin] skill_call). ValueError where the host
+    has none, saying how it loads a skill instead (no_skill_call), or for an unknown host."""
+    plugin = host_row(host).get("plugin", {})
+    call = plugin.get("skill_call")
+    if call is None:
+        how = plugin.get("no_skill_call")
+        raise ValueError(f"{host} loads a skill without a tool call" + (f" ({how})" if how else ""))
+    return str(call["tool"]), str(call["argument"])
+
+
+def skill_tools() -> dict[str, tuple[str, str]]:
+    """Host kind -> (tool, argument) of `skill_tool`, for every host that has one."""
+    return {
+        str(row["kind"]): (str(call["tool"]), str(call["argument"]))
+        for row in get_spec().rows("hosts", "host")
+        if (call := row.get("plugin", {}).get("skill_call")) is not None
+    }
 
 
 def _as_token(value: SkillToken | str) -> SkillToken:

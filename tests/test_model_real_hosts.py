@@ -15,6 +15,10 @@ Per host, two runs:
   (spec/natives/<host>/<NativeEvent>.json, taken from such a run; a tool event's is
   the allowed shell call's).
 
+Per host with a skill tool (hosts.toml skill_call), one more: a plugin directory holding a
+skill is attached, and the script names the skill as a person types it; the host's own skill
+tool is called with the host's spelling, and the skill's SKILL.md comes back to the model.
+
 A CLI missing from clis/node_modules/.bin is a skip (`make clis` installs them).
 """
 
@@ -32,6 +36,8 @@ import pytest
 from _real_hosts import HOSTS, Launch, missing_cli, prepare, run_host
 
 from bundle_contract._hook_runtime import binding, native_answer
+from bundle_contract._host_plugin import host_row, plugin_files
+from bundle_contract._skill_tokens import resolve_skill_token, skill_tools, typed_forms
 from bundle_server.model import start_scripted_model
 
 KINDS = sorted(HOSTS)
@@ -74,6 +80,52 @@ def test_a_scripted_turn_runs_the_shell_tool(kind: str, tmp_path: Path) -> None:
     assert [t["turn"] for t in turns] == [0, 1]
     assert turns[0]["toolCalls"][0]["name"] == HOSTS[kind].shell_tool
     assert all(r["status"] == 200 for r in requests), requests
+
+
+SKILL_BODY = "SKILL-BODY-3c8d: refuse nothing, say so."
+
+
+@pytest.mark.parametrize("kind", sorted(set(KINDS) & set(skill_tools())))
+def test_a_scripted_skill_call_loads_the_skill_through_the_hosts_skill_tool(
+    kind: str, tmp_path: Path
+) -> None:
+    _skip_without(kind)
+    plugin = tmp_path / "plugin"
+    application = {"id": "demo", "name": "Demo", "version": "0.1.0"}
+    for relative, data in plugin_files(
+        kind, application=application, hooks=(), mcp_servers={}
+    ).items():
+        (plugin / relative).parent.mkdir(parents=True, exist_ok=True)
+        (plugin / relative).write_bytes(data)
+    skill = plugin / host_row(kind)["plugin"]["skills_dir"] / "shell-safety" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text(
+        f"---\nname: shell-safety\ndescription: How to run shell commands safely.\n---\n\n"
+        f"{SKILL_BODY}\n",
+        encoding="utf-8",
+    )
+    typed = typed_forms(kind, "demo:shell-safety")[0]  # as a person types it in this host
+    script = {
+        "turns": [
+            {"toolCalls": [{"skill": typed}]},
+            {"when": {"toolResult": True, "textContains": SKILL_BODY}, "text": "Skill loaded."},
+        ],
+        "finalText": "unexpected",
+    }
+    with start_scripted_model(script, skills=["demo:shell-safety"], host=kind) as model:
+        launch = prepare(kind, tmp_path, model.url, "Load the skill.", plugin=plugin)
+        done = run_host(launch, RUN_TIMEOUT)
+        requests = model.requests
+    assert done.returncode == 0, done.stderr[-2000:]
+    tool, argument = skill_tools()[kind]
+    call = next(r for r in requests if (r.get("reply") or {}).get("turn") == 0)["reply"]
+    assert call["toolCalls"][0]["name"] == tool
+    outcome = launch.outcome(done.stdout)
+    assert outcome.final_message == "Skill loaded.", [r.get("reply") for r in requests]
+    # The host's own record of the run shows its skill tool called with its spelling.
+    spelled = resolve_skill_token(typed, ["demo:shell-safety"], kind).name
+    called = [c.arguments for c in outcome.tool_calls or () if c.name == tool]
+    assert [arguments[argument] for arguments in called] == [spelled]
 
 
 @dataclass

@@ -158,6 +158,85 @@ def test_an_mcp_call_that_two_plugins_offer_is_ambiguous() -> None:
     assert resolve(call, offered) == "the MCP tool 'echo' of the server 'tiny' is not offered"
 
 
+BUNDLE = ("demo:shell-safety", "demo:review-diff")
+
+
+@pytest.mark.parametrize("token", ["shell-safety", "/demo:shell-safety", "$shell-safety"])
+@pytest.mark.parametrize(
+    ("offered", "host", "expected"),
+    [
+        (("Bash", "Skill"), None, ("Skill", {"skill": "demo:shell-safety"})),
+        (("Bash", "Skill"), "host_a", ("Skill", {"skill": "demo:shell-safety"})),
+        (("activate_skill",), None, ("activate_skill", {"name": "shell-safety"})),
+        (("activate_skill",), "host_c", ("activate_skill", {"name": "shell-safety"})),
+    ],
+)
+def test_a_skill_call_resolves_to_each_hosts_skill_tool(
+    token: str, offered: tuple[str, ...], host: str | None, expected: tuple[str, Any]
+) -> None:
+    assert resolve({"skill": token}, offered, skills=BUNDLE, host=host) == expected
+
+
+def test_a_skill_call_says_why_it_cannot_be_played() -> None:
+    call = {"skill": "shell-safety"}
+    codex = resolve(call, ("exec_command",), skills=BUNDLE, host="host_b")
+    assert isinstance(codex, str)
+    assert codex.startswith("host_b loads a skill without a tool call (Codex CLI 0.171.0 has no")
+    assert resolve(call, ("Bash",), skills=BUNDLE) == (
+        "no skill tool is offered (one of Skill (host_a), activate_skill (host_c))"
+    )
+    assert resolve(call, ("Bash",), skills=BUNDLE, host="host_a") == (
+        "host_a's skill tool 'Skill' is not offered"
+    )
+    assert resolve(call, ("Skill",)) == (
+        "the scripted model was given no bundle skills for 'shell-safety' to name"
+    )
+    assert resolve({"skill": "/shell-safty"}, ("Skill",), skills=BUNDLE) == (
+        "the bundle's skills: '/shell-safty' names none of 2 skill(s);"
+        " did you mean demo:shell-safety?"
+    )
+    two = resolve({"skill": "review"}, ("Skill",), skills=("a:review", "b:review"))
+    assert two == (
+        "the bundle's skills: 'review' is ambiguous: it names a:review, b:review;"
+        " qualify it as <plugin>:review"
+    )
+    assert resolve({"skill": "review"}, ("Skill",), skills=("review",)) == (
+        "host_a names a skill with its plugin part, and review was given without one"
+    )
+    # Gemini CLI names a skill by its bare name: no plugin part needed.
+    assert resolve({"skill": "review"}, ("activate_skill",), skills=("review",)) == (
+        "activate_skill",
+        {"name": "review"},
+    )
+
+
+def test_a_skill_turn_plays_once_its_token_names_a_skill_of_the_bundle() -> None:
+    script = {"turns": [{"text": "Loading.", "toolCalls": [{"skill": "/demo:review-diff"}]}]}
+    unknown = ScriptStepper({"turns": [{"toolCalls": [{"skill": "other"}]}]}, skills=BUNDLE)
+    reply = unknown.answer(request("go", tools=("Skill",)))
+    assert reply.turn is None and reply.note == "turn 0 waits: the bundle's skills: 'other'" + (
+        " names none of 2 skill(s)"
+    )
+    stepper = ScriptStepper(script, skills=BUNDLE, host="host_a")
+    played = stepper.answer(request("go", tools=("Bash", "Skill")))
+    assert played.turn == 0 and played.text == "Loading."
+    assert [(c.name, dict(c.input)) for c in played.tool_calls] == [
+        ("Skill", {"skill": "demo:review-diff"})
+    ]
+
+
+def test_a_script_with_a_malformed_skill_token_or_an_unknown_host_is_refused() -> None:
+    bad = {"turns": [{"text": "a"}, {"toolCalls": [{"shell": "ls"}, {"skill": "Shell Safety"}]}]}
+    with pytest.raises(
+        ModelInvalid, match=r"\$\.turns\[1\]\.toolCalls\[1\]\.skill: 'Shell Safety'"
+    ):
+        ScriptStepper(bad)
+    with pytest.raises(ModelInvalid, match="ModelScript"):
+        ScriptStepper({"turns": [{"toolCalls": [{"skill": "x", "input": {}}]}]})
+    with pytest.raises(ValueError, match="unknown host kind 'host_z'"):
+        ScriptStepper({"turns": []}, host="host_z")
+
+
 @pytest.mark.parametrize(
     "script",
     [

@@ -160,12 +160,35 @@ def test_a_host_session_runs_the_bundle_and_a_new_epoch_reaches_a_restarted_sess
     assert run_tool(project, restarted) == "allow"
 
 
-def test_project_routes_answer_status_events_stream_and_manual_builds(
+REVIEW = {"name": "review-diff", "description": "Reviews a diff.", "instructions": "Read it."}
+
+
+def test_project_routes_answer_status_skills_events_stream_and_manual_builds(
     serve_project: Callable[..., Project], tmp_path: Path
 ) -> None:
-    project = serve_project(write_project(tmp_path / "p"), watch=False)
+    project = serve_project(write_project(tmp_path / "p", config(skills=[REVIEW])), watch=False)
     first = project.wait_event("artifact.available")
     project.wait_event("dev.host.sync", host="host_b", state="synced")  # the build's last event
+    # The adopted epoch's skills, as each target host names them and a person types them.
+    reply = project.client.request("GET", "/api/project/skills")
+    assert reply.status == 200, reply
+    skills = reply.json()
+    validate("ProjectSkills.json", skills)
+    assert skills == {
+        "epochId": first["payload"]["activeEpoch"]["id"],
+        "plugin": "demo",
+        "skills": [
+            {
+                "name": "review-diff",
+                "description": "Reviews a diff.",
+                "canonical": "demo:review-diff",
+                "hosts": [
+                    {"host": "host_a", "name": "demo:review-diff", "typed": ["/demo:review-diff"]},
+                    {"host": "host_b", "name": "demo:review-diff", "typed": ["$demo:review-diff"]},
+                ],
+            }
+        ],
+    }
     kinds = [e["type"] for e in project.events(0)]
     assert kinds[:2] == ["invalidation", "build.started"]
     assert project.events(0)[0]["payload"]["reason"] == "initial"
@@ -346,6 +369,8 @@ def test_a_bare_project_builds_nothing_and_sessions_launch_without_a_bundle(
     status = project.status()
     assert status["source"]["diagnostics"][0]["code"] == "BX4701"
     assert status["artifact"] == {"state": "missing"} and "hostAdoption" not in status
+    skills = project.client.request("GET", "/api/project/skills").json()
+    assert skills == {"epochId": None, "plugin": None, "skills": []}
     session = project.client.create("host_a")
     assert session["authority"]["epochId"] == "none"
 

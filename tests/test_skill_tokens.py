@@ -20,9 +20,11 @@ from bundle_contract import (
     resolve_skill_token,
 )
 from bundle_contract._generated.errors import ConfigInvalid, EvalSuiteInvalid, SkillTokenInvalid
-from bundle_contract._host_plugin import host_row
-from bundle_contract._skill_tokens import _grammar
-from bundle_contract._spec import get_spec
+from bundle_contract._host_attach import plugin_skills
+from bundle_contract._host_plugin import host_row, plugin_files
+from bundle_contract._schemas import schema_documents
+from bundle_contract._skill_tokens import _grammar, skill_tool, skill_tools, typed_forms
+from bundle_contract._spec import SCHEMA_BASE, get_spec
 from bundle_contract._validation import problems
 from bundle_server.evals.batch import ToolCall
 from bundle_server.evals.graders import Evidence, tool_calls_grader
@@ -111,6 +113,63 @@ def test_the_real_hosts_spellings() -> None:
     names = {host: resolve_skill_token("$shell-safety", BUNDLE, host).name for host in HOSTS}
     assert names["host_a"] == names["host_b"] == "demo:shell-safety"
     assert names["host_c"] == "shell-safety"
+
+
+def test_each_host_types_a_skill_as_its_rows_say() -> None:
+    # Claude Code: the slash command /<plugin>:<skill>; Codex: the mention $<plugin>:<skill>;
+    # Gemini CLI: an extension's skill command /<extension>:<skill>; Cursor's row names none.
+    forms = {host: typed_forms(host, "safe-shell:shell-safety") for host in HOSTS}
+    assert forms == {
+        "host_a": ("/safe-shell:shell-safety",),
+        "host_b": ("$safe-shell:shell-safety",),
+        "host_c": ("/safe-shell:shell-safety",),
+        "host_d": (),
+    }
+    # Any token of the skill will do; a form needing the plugin part is left out without one.
+    typed = classify_skill_token("/safe-shell:shell-safety")
+    assert typed_forms("host_b", typed) == forms["host_b"]
+    assert typed_forms("host_a", "shell-safety") == ()
+    with pytest.raises(ValueError, match="unknown host kind"):
+        typed_forms("host_z", "demo:x")
+    with pytest.raises(SkillTokenInvalid):
+        typed_forms("host_a", "Shell Safety")
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_every_typed_form_is_a_token_naming_its_skill(host: str) -> None:
+    rows = host_row(host)["plugin"].get("skill_typed", [])
+    typed = typed_forms(host, "demo:shell-safety")
+    assert len(typed) == len(rows)
+    for form, text in zip(rows, typed, strict=True):
+        token = classify_skill_token(text)
+        assert token.sigil == form["sigil"] and token.text == text
+        assert problems("SkillToken.json", token.to_json()) == []
+        assert resolve_skill_token(token, BUNDLE, host).skill == classify_skill_token(
+            "demo:shell-safety"
+        )
+
+
+def test_the_grammar_has_the_sigils_of_the_hosts_typed_forms_and_no_other() -> None:
+    typed = {
+        form["sigil"]
+        for row in get_spec().rows("hosts", "host")
+        for form in row["plugin"].get("skill_typed", ())
+    }
+    vocabulary = schema_documents()[f"{SCHEMA_BASE}Vocabulary.json"]["$defs"]["skillSigil"]
+    assert set(GRAMMAR.sigils) == typed == set(vocabulary["enum"]) == {"/", "$"}
+    outside = {"text": "#x", "form": "bare", "sigil": "#", "plugin": None, "skill": "x"}
+    assert problems("SkillToken.json", outside | {"canonical": "x"}) != []
+    with pytest.raises(SkillTokenInvalid):
+        classify_skill_token("#x")
+
+
+def test_each_host_loads_a_skill_through_its_tool_or_says_how_it_does_without() -> None:
+    assert skill_tools() == {"host_a": ("Skill", "skill"), "host_c": ("activate_skill", "name")}
+    assert skill_tool("host_a") == ("Skill", "skill")
+    with pytest.raises(ValueError, match=r"^host_b loads a skill without a tool call \(Codex"):
+        skill_tool("host_b")
+    with pytest.raises(ValueError, match=r"^host_d loads a skill without a tool call$"):
+        skill_tool("host_d")
 
 
 def test_a_skill_without_its_plugin_has_no_name_where_the_host_needs_one() -> None:
@@ -217,3 +276,31 @@ def test_a_suite_with_a_malformed_skill_token_does_not_load(tmp_path: Path) -> N
         EvalSuiteInvalid, match=r"graders\[0\]: 'Shell Safety' is not a skill token"
     ):
         load_suite(path)
+    # So does a case script's skill call.
+    script = {"turns": [{"toolCalls": [{"skill": "/Shell"}]}]}
+    case = {
+        "id": "a",
+        "prompt": "x",
+        "script": script,
+        "graders": [{"type": "exit", "exitCode": 0}],
+    }
+    path.write_text(json.dumps({"name": "s", "cases": [case]}))
+    with pytest.raises(
+        EvalSuiteInvalid, match=r"cases\[0\]\.script\.turns\[0\]\.toolCalls\[0\]\.skill: '/Shell'"
+    ):
+        load_suite(path)
+
+
+def test_a_plugin_directory_lists_its_skills_as_the_host_names_them(tmp_path: Path) -> None:
+    for host in HOSTS:
+        app = {"id": "demo", "name": "Demo", "version": "1.0.0"}
+        plugin = tmp_path / host
+        for relative, data in plugin_files(host, application=app, hooks=(), mcp_servers={}).items():
+            (plugin / relative).parent.mkdir(parents=True, exist_ok=True)
+            (plugin / relative).write_bytes(data)
+        skills = plugin / host_row(host)["plugin"]["skills_dir"]
+        for name in ("review-diff", "shell-safety"):
+            (skills / name).mkdir(parents=True)
+            (skills / name / "SKILL.md").write_text("---\nname: x\n---\n", encoding="utf-8")
+        (skills / "notes").mkdir()  # no SKILL.md: not a skill
+        assert plugin_skills(host, plugin) == ["demo:review-diff", "demo:shell-safety"]

@@ -1,7 +1,8 @@
 """An MCP App preview in headless Chromium, on the example project (its `command_report`
 tool has an App): calling the tool shows the App in a frame of the App frame origin (another
 loopback port), the App is initialized by the Workbench as its host and receives the call's
-tool-input and then its single tool-result over postMessage, and the binding's state shows."""
+tool-input and then its single tool-result over postMessage, and the binding's state shows.
+The Project view of the same server lists the example's skill with what each host takes."""
 
 from __future__ import annotations
 
@@ -105,3 +106,29 @@ def test_inside_the_app_nothing_can_be_fetched(
     refused = [m for m in problems.messages if "/api/mcp/servers" in m and "Content Security" in m]
     assert len(refused) == 2, problems.messages  # the violation, and the failed fetch
     problems.messages[:] = [m for m in problems.messages if m not in refused]
+
+
+def test_the_project_view_lists_each_skill_as_each_host_takes_it(
+    page: tuple[Page, Problems], server: WorkbenchServer
+) -> None:
+    tab, _ = page
+    listing = tab.request.get(f"{server.url}/api/project/skills").json()
+    tab.goto(f"{server.url}/project")
+    skill = tab.get_by_role("list", name="Skills").locator('li[data-skill="shell-safety"]')
+    expect(skill).to_contain_text("How to run shell commands this bundle will not refuse.")
+    hosts = tab.get_by_role("table", name="shell-safety in each host")
+    # What a person types in each host (hosts.toml skill_typed), and the host's own name for it.
+    for host, typed, named in [
+        ("host_a", "/safe-shell:shell-safety", "safe-shell:shell-safety"),
+        ("host_b", "$safe-shell:shell-safety", "safe-shell:shell-safety"),
+        ("host_c", "/safe-shell:shell-safety", "shell-safety"),
+    ]:
+        row = hosts.locator(f'tr[data-host="{host}"]')
+        expect(row.locator("td.typed code")).to_have_text([typed])
+        expect(row.locator("td").nth(2)).to_have_text(named)
+    assert [h["typed"] for h in listing["skills"][0]["hosts"]] == [
+        ["/safe-shell:shell-safety"],
+        ["$safe-shell:shell-safety"],
+        ["/safe-shell:shell-safety"],
+    ]
+    screenshot(tab, "project-skills")

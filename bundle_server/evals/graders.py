@@ -31,7 +31,7 @@ from typing import Any
 
 from bundle_contract._generated.errors import SkillTokenInvalid
 from bundle_contract._host_plugin import host_row
-from bundle_contract._skill_tokens import resolve_skill_token
+from bundle_contract._skill_tokens import resolve_skill_token, skill_tool
 from bundle_contract._spec import get_spec
 from bundle_server.evals.batch import ToolCall, mcp_tool_name
 from bundle_server.evals.commands import Commands
@@ -217,9 +217,10 @@ def skill_call(host: str, plugin: str | None, skills: Sequence[str] | None, toke
     plugin `plugin`) that `token` names: hosts.toml [host.plugin] skill_call, its argument the
     host's spelling of the skill. ValueError where the host has no such call, or the token
     names no skill of the bundle, or several."""
-    call = host_row(host).get("plugin", {}).get("skill_call")
-    if call is None:
-        raise ValueError(f"{host} loads a skill without a tool call: no call names {token!r}")
+    try:
+        tool, argument = skill_tool(host)
+    except ValueError as error:
+        raise ValueError(f"{error}: no call names {token!r}") from None
     if skills is None:
         raise ValueError(f"no built bundle says which skills {token!r} may name")
     try:
@@ -232,7 +233,7 @@ def skill_call(host: str, plugin: str | None, skills: Sequence[str] | None, toke
     if resolution.name is None:
         template = host_row(host)["plugin"]["skill_name"]
         raise ValueError(f"{host} names a skill after the bundle's application id ({template})")
-    return Wanted(call["tool"], {call["argument"]: resolution.name})
+    return Wanted(tool, {argument: resolution.name})
 
 
 def model_grader(grader: Mapping[str, Any], evidence: Evidence) -> tuple[bool, str]:

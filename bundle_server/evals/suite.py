@@ -24,6 +24,7 @@ from bundle_contract._spec import get_spec
 from bundle_contract._validation import validate
 from bundle_server.evals.text import shorten
 from bundle_server.evals.vocabulary import schema
+from bundle_server.model.script import skill_calls
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,11 @@ def _check_cases(path: Path, data: Mapping[str, Any]) -> None:
             _check_fixture(path, where, case["fixture"])
         for number, grader in enumerate(case["graders"]):
             _check_grader(path, f"{where}.graders[{number}]", grader)
+        for inner, token in skill_calls(case.get("script", {})):
+            try:
+                classify_skill_token(token)
+            except SkillTokenInvalid as error:
+                _refuse(path, f"{where}.script{inner.removeprefix('$')}", error.message)
 
 
 def _check_fixture(path: Path, where: str, fixture: str) -> None:

@@ -39,7 +39,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,13 @@ class TrialEnv:
     scripted: bool = False  # each trial runs against its case's script on a scripted model
     # Set when the run is interrupted: a trial cut short by it is not a result.
     stopped: threading.Event = field(default_factory=threading.Event)
+
+
+def bundle_skills(plugin: str | None, skills: Iterable[str] | None) -> list[str] | None:
+    """The bundle's skills as tokens name them: `plugin:skill` (`skill` without a plugin)."""
+    if skills is None:
+        return None
+    return [f"{plugin}:{skill}" if plugin else skill for skill in skills]
 
 
 def run_trial(env: TrialEnv, trial: Trial) -> dict[str, Any]:
@@ -196,7 +203,12 @@ def _model_of(
         yield None
         return
     try:
-        model = start_scripted_model(case["script"], record=f"{workspace}.model.jsonl")
+        model = start_scripted_model(
+            case["script"],
+            record=f"{workspace}.model.jsonl",
+            skills=bundle_skills(env.plugin, env.skills),
+            host=env.host,
+        )
     except (OSError, ValueError) as error:
         raise TrialError(f"the scripted model could not start: {error}") from None
     with model:

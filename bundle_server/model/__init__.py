@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -101,11 +101,18 @@ class ScriptedModel:
 
 
 def start_scripted_model(
-    script: Script, *, port: int = 0, record: str | os.PathLike[str] | None = None
+    script: Script,
+    *,
+    port: int = 0,
+    record: str | os.PathLike[str] | None = None,
+    skills: Iterable[str] | None = None,
+    host: str | None = None,
 ) -> ScriptedModel:
     """Serve `script` on 127.0.0.1 (`port` 0: a free port), recording every request in memory
-    and, with `record`, appended to that JSONL file."""
-    stepper = ScriptStepper(load_script(script))
+    and, with `record`, appended to that JSONL file. `skills` (the bundle's, `plugin:skill`)
+    are what the script's skill calls name, on `host` (None: the host whose skill tool a
+    request offers): `ScriptStepper`."""
+    stepper = ScriptStepper(load_script(script), skills=skills, host=host)
     server = ScriptedModelServer(ScriptedModelApp(stepper, record), port)
     try:
         server.start()
@@ -128,10 +135,12 @@ class ScriptedModels:
         self._models: list[ScriptedModel] = []
         self._closed = False
 
-    def start(self) -> ScriptedModel:
+    def start(
+        self, *, skills: Iterable[str] | None = None, host: str | None = None
+    ) -> ScriptedModel:
         """A fresh model on its own loopback port, closed by `close`, or earlier by the
-        caller (a session's end)."""
-        model = start_scripted_model(self.script, record=self._record)
+        caller (a session's end); `skills` and `host` as `start_scripted_model` takes them."""
+        model = start_scripted_model(self.script, record=self._record, skills=skills, host=host)
         with self._lock:
             if self._closed:
                 model.close()

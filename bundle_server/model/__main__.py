@@ -1,4 +1,6 @@
-"""`python -m bundle_server.model SCRIPT [--port N] [--record FILE]`: serve a ModelScript.
+"""`python -m bundle_server.model SCRIPT [--port N] [--record FILE] [--skill PLUGIN:SKILL ...]
+[--host KIND]`: serve a ModelScript. The script's skill calls name the `--skill`s (the bundle's),
+played to `--host` (default: the host whose skill tool a request offers).
 
 Prints the URL to point a host at on stdout (and, on stderr, how each host is pointed at it),
 then serves until Ctrl-C or SIGTERM. Exit codes: 0 stopped, 2 a script that cannot be read or
@@ -25,9 +27,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("script", help="a ModelScript JSON file")
     parser.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
     parser.add_argument("--record", help="append every request to this JSONL file")
+    parser.add_argument(
+        "--skill",
+        action="append",
+        metavar="PLUGIN:SKILL",
+        help="a skill of the bundle, for the script's skill calls to name (repeatable)",
+    )
+    parser.add_argument(
+        "--host", help="the host kind played to (default: the one whose skill tool is offered)"
+    )
     args = parser.parse_args(argv)
     try:
-        model = start_scripted_model(args.script, port=args.port, record=args.record)
+        model = start_scripted_model(
+            args.script, port=args.port, record=args.record, skills=args.skill, host=args.host
+        )
     except (OSError, ValueError, ContractError) as error:
         print(f"bundle_server.model: {error}", file=sys.stderr)
         return 2

@@ -13,17 +13,30 @@ nothing else; the server serialises calls to it.
 - A call resolves to a name the request offers: `{"tool": T}` to T itself; `{"server": S,
   "tool": T}` to the MCP tool as the host spells it (`mcp_names`, or the one Claude Code plugin
   tool `mcp__plugin_<plugin>_S__T`); `{"shell": C}` to the first of `SHELL_TOOLS` offered,
-  with C as that tool's command argument. Calls get ids `scripted_0001`, `scripted_0002`, ...
-  in the order played (dialects add their own prefix).
+  with C as that tool's command argument; `{"skill": T}` to the host's skill tool (hosts.toml
+  [host.plugin] skill_call: the stepper's `host`, else the host whose skill tool is offered),
+  its argument the host's spelling of the one skill among the stepper's `skills` (the bundle's,
+  `plugin:skill`) that the skill token T names (`resolve_skill_token`). A token outside the
+  token grammar refuses the script; one naming no skill, or several, makes the turn wait,
+  the note saying why, as a tool not offered does. Calls get ids `scripted_0001`,
+  `scripted_0002`, ... in the order played (dialects add their own prefix).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from bundle_contract._generated.errors import ModelInvalid, SkillTokenInvalid
+from bundle_contract._host_plugin import host_row
+from bundle_contract._skill_tokens import (
+    classify_skill_token,
+    resolve_skill_token,
+    skill_tool,
+    skill_tools,
+)
 from bundle_contract._validation import validate
 from bundle_server.model.neutral import ModelRequest, Reply, ToolCall
 
@@ -53,8 +66,46 @@ def _mcp_match(server: str, tool: str, offered: Sequence[str]) -> str | None:
     return plugin[0] if len(plugin) == 1 else None
 
 
-def resolve(call: Mapping[str, Any], offered: Sequence[str]) -> tuple[str, Mapping[str, Any]] | str:
-    """The (name, input) a call resolves to among the `offered` tool names, else why not."""
+def _skill_call(
+    token: str, offered: Sequence[str], skills: Sequence[str] | None, host: str | None
+) -> tuple[str, Mapping[str, Any]] | str:
+    """The host's skill tool call loading the skill `token` names, else why not."""
+    if host is None:
+        tools = skill_tools()
+        hosts = [kind for kind, (tool, _) in tools.items() if tool in offered]
+        if not hosts:
+            names = ", ".join(f"{tool} ({kind})" for kind, (tool, _) in tools.items())
+            return f"no skill tool is offered (one of {names})"
+        host = hosts[0]
+    try:
+        tool, argument = skill_tool(host)
+    except ValueError as error:
+        return str(error)
+    if tool not in offered:
+        return f"{host}'s skill tool {tool!r} is not offered"
+    if skills is None:
+        return f"the scripted model was given no bundle skills for {token!r} to name"
+    resolution = resolve_skill_token(token, skills, host)
+    if not resolution.resolved:
+        return f"the bundle's skills: {resolution.message}"
+    if resolution.name is None or resolution.skill is None:
+        given = resolution.skill.canonical if resolution.skill else token
+        return f"{host} names a skill with its plugin part, and {given} was given without one"
+    return tool, {argument: resolution.name}
+
+
+def resolve(
+    call: Mapping[str, Any],
+    offered: Sequence[str],
+    *,
+    skills: Sequence[str] | None = None,
+    host: str | None = None,
+) -> tuple[str, Mapping[str, Any]] | str:
+    """The (name, input) a call resolves to among the `offered` tool names, else why not.
+    A skill call resolves among `skills` (the bundle's, `plugin:skill`) for `host` (None: the
+    host whose skill tool is offered)."""
+    if "skill" in call:
+        return _skill_call(str(call["skill"]), offered, skills, host)
     if "shell" in call:
         for name, key in SHELL_TOOLS.items():
             if name in offered:
@@ -121,12 +172,49 @@ def smallest_instance(schema: Any) -> Any:
     return text.ljust(int(schema.get("minLength", 0)), "x")
 
 
-class ScriptStepper:
-    """A script being played (see the module docstring). Not thread-safe."""
+def skill_calls(script: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(JSON path, token) of every skill call of a script, in order."""
+    for number, turn in enumerate(script.get("turns", ())):
+        for index, call in enumerate(turn.get("toolCalls", ())):
+            if "skill" in call:
+                yield f"$.turns[{number}].toolCalls[{index}].skill", str(call["skill"])
 
-    def __init__(self, script: Mapping[str, Any]) -> None:
+
+def check_skill_tokens(script: Mapping[str, Any]) -> None:
+    """ModelInvalid, naming where, for a skill call whose token is outside the token grammar."""
+    for where, token in skill_calls(script):
+        try:
+            classify_skill_token(token)
+        except SkillTokenInvalid as error:
+            raise ModelInvalid(
+                f"ModelScript: {where}: {error.message}",
+                {"schema": "ModelScript.json", "path": where, "token": token},
+            ) from None
+
+
+class ScriptStepper:
+    """A script being played (see the module docstring). Not thread-safe.
+
+    `skills`: the bundle's skills (`plugin:skill`, or `skill` where the plugin is not known)
+    that skill calls name; `host`: the host kind being played to (None: the host whose skill
+    tool a request offers)."""
+
+    def __init__(
+        self,
+        script: Mapping[str, Any],
+        *,
+        skills: Iterable[str] | None = None,
+        host: str | None = None,
+    ) -> None:
         validate("ModelScript.json", script)
+        check_skill_tokens(script)
         self.script = script
+        if host is not None:
+            host_row(host)  # an unknown host kind fails here, not at its first skill call
+        self.skills = None if skills is None else tuple(skills)
+        for skill in self.skills or ():
+            classify_skill_token(skill)  # SkillTokenInvalid for a skill outside the grammar
+        self.host = host
         self._turns: list[Mapping[str, Any]] = list(script["turns"])
         self._final = str(script.get("finalText", "Done."))
         self._next = 0
@@ -151,7 +239,7 @@ class ScriptStepper:
         why = unmet(turn.get("when", {}), request)
         resolved: list[tuple[str, Mapping[str, Any]]] = []
         for call in turn.get("toolCalls", []) if why is None else []:
-            found = resolve(call, request.tool_names)
+            found = resolve(call, request.tool_names, skills=self.skills, host=self.host)
             if isinstance(found, str):
                 why = found
                 break

@@ -116,6 +116,7 @@ class ProjectLoop:
         self._artifact: dict[str, Any] = {"state": "missing"}
         self._adoption: dict[str, Any] | None = None
         self._config: dict[str, Any] | None = None  # the adopted epoch's resolved config
+        self._config_epoch: str | None = None  # the id of that epoch
         self._attachments: dict[str, Attachment] = {}
         self._listeners: list[Callable[[], None]] = []
         # Set once the first build has an outcome: a session asked for before then waits for
@@ -158,6 +159,14 @@ class ProjectLoop:
         """The resolved BundleConfig of the adopted epoch (None before the first success)."""
         with self._lock:
             return self._config
+
+    def adopted_config(self) -> tuple[str, dict[str, Any]] | None:
+        """The adopted epoch's id and resolved BundleConfig, read together (None before the
+        first success)."""
+        with self._lock:
+            if self._config is None or self._config_epoch is None:
+                return None
+            return self._config_epoch, self._config
 
     def active_epoch(self) -> tuple[str, Path] | None:
         """The active epoch's id and artifact directory (None before the first success)."""
@@ -435,6 +444,7 @@ class ProjectLoop:
         )
         with self._lock:
             self._config = result.get("config")
+            self._config_epoch = epoch["id"]
         self._adopt(epoch, Path(result["artifact"]))
         self._prune(epoch["id"])
 

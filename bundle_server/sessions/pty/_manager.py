@@ -60,7 +60,7 @@ from bundle_contract._generated.errors import (
     SessionNotFound,
     SessionServiceUnavailable,
 )
-from bundle_contract._host_attach import attach_plan, attach_row, plugin_name
+from bundle_contract._host_attach import attach_plan, attach_row, plugin_name, plugin_skills
 from bundle_contract._host_plugin import batch_args
 from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
@@ -497,8 +497,10 @@ class SessionManager:
         owned = _Owned()  # what this session alone uses, removed with it
         if model_url is None and self._models is not None:
             try:
-                owned.model = self._models.start()
-            except (OSError, RuntimeError) as error:
+                # The script's skill calls name the skills of the plugin this session loads.
+                skills = None if plugin_dir is None else plugin_skills(host, plugin_dir)
+                owned.model = self._models.start(skills=skills, host=host)
+            except (OSError, RuntimeError, ValueError) as error:
                 message = f"the scripted model could not start: {error}"
                 raise HostNotLaunchable(message, {"host": host}) from None
             model_url = owned.model.url

@@ -1,6 +1,8 @@
 // Project: the source, build and artifact states, the active epoch and the diagnostics with
 // file:line, refetched on every project event (the status is small and the events say only
-// that something moved); and a Rebuild button (a manual invalidation).
+// that something moved); the adopted epoch's skills with what a person types for each in each
+// target host (GET /api/project/skills: the forms are the server's, from spec/hosts.toml);
+// and a Rebuild button (a manual invalidation).
 import { follow, getJSON, postJSON } from "/assets/api.js";
 import { h, replace, time } from "/assets/dom.js";
 
@@ -105,6 +107,62 @@ function artifactSection(artifact, adoption) {
   );
 }
 
+function skillHosts(skill) {
+  return h(
+    "table",
+    { className: "skill-hosts", "aria-label": `${skill.name} in each host` },
+    h("thead", {}, h("tr", {}, h("th", {}, "host"), h("th", {}, "typed"), h("th", {}, "named"))),
+    h(
+      "tbody",
+      {},
+      skill.hosts.map((host) =>
+        h(
+          "tr",
+          { "data-host": host.host },
+          h("td", {}, host.host),
+          h(
+            "td",
+            { className: "typed" },
+            host.typed.length
+              ? host.typed.flatMap((typed, index) => [index ? " " : "", h("code", {}, typed)])
+              : h("span", { className: "muted" }, "no typed form known"),
+          ),
+          h("td", {}, h("code", {}, host.name)),
+        ),
+      ),
+    ),
+  );
+}
+
+function skillsSection(listing) {
+  const skills = listing.skills || [];
+  return h(
+    "section",
+    { "aria-labelledby": "project-skills" },
+    h("h3", { id: "project-skills" }, "Skills"),
+    skills.length
+      ? h(
+          "ul",
+          { className: "skills", "aria-label": "Skills" },
+          skills.map((skill) =>
+            h(
+              "li",
+              { "data-skill": skill.name },
+              h("strong", { className: "skill-name" }, skill.name),
+              " ",
+              h("span", { className: "muted" }, skill.description),
+              skillHosts(skill),
+            ),
+          ),
+        )
+      : h(
+          "p",
+          { className: "muted" },
+          listing.epochId ? "The adopted epoch has no skills." : "No epoch has been adopted yet.",
+        ),
+  );
+}
+
 function describe(event) {
   const p = event.payload || {};
   if (event.type === "artifact.available") return `epoch ${p.activeEpoch ? p.activeEpoch.id : ""}`;
@@ -144,9 +202,9 @@ export function mount(container) {
     }
     do {
       again = false;
-      fetching = getJSON("/api/project/status");
+      fetching = Promise.all([getJSON("/api/project/status"), getJSON("/api/project/skills")]);
       try {
-        const status = await fetching;
+        const [status, skills] = await fetching;
         if (closed) return;
         error.textContent = "";
         replace(
@@ -154,6 +212,7 @@ export function mount(container) {
           sourceSection(status.source),
           buildSection(status.build),
           artifactSection(status.artifact, status.hostAdoption),
+          skillsSection(skills),
         );
         view.dataset.epoch = status.artifact.activeEpoch ? status.artifact.activeEpoch.id : "";
         view.dataset.build = status.build.state;
