@@ -47,6 +47,16 @@ class InstallPlan:
     trusts: str = ""
     home_variable: str | None = None  # where the host's own home is, besides HOME
     user_home: str | None = None  # `~/...`: that home when the variable is unset
+    root: str = ""  # the published directory: the plugin's parent, the marketplace's root
+    cache: str | None = None  # the host's cache of the marketplace, relative to its home
+    # A project-scoped install: the settings file (relative to the project) and the key path
+    # of the marketplace's directory in it.
+    project_marketplace: tuple[str, tuple[str, ...]] | None = None
+    # How the host records trust in the plugin's hooks ({key}, {hash}, {cwd} left to fill),
+    # and what that trust is, in words.
+    hook_trust: Mapping[str, Any] | None = None
+    hooks_trusted: str = ""
+    trusted_folders: Mapping[str, Any] | None = None  # the host's file of trusted folders
 
 
 def install_row(host: str) -> Mapping[str, Any]:
@@ -77,7 +87,12 @@ def install_plan(host: str, scope: str | None, *, plugin: str, root: str) -> Ins
         )
     full = plain(host_row(host))
     attach = full.get("attach", {})
-    values = {"plugin": plugin, "scope": scope, "plugin_dir": os.path.join(root, plugin)}
+    values = {
+        "plugin": plugin,
+        "scope": scope,
+        "plugin_dir": os.path.join(root, plugin),
+        "root": root,
+    }
     files: dict[str, bytes] = {}
     market_name = None
     if "marketplace" in row:
@@ -94,6 +109,8 @@ def install_plan(host: str, scope: str | None, *, plugin: str, root: str) -> Ins
         files[market["document"]] = text.encode("utf-8")
     commands = row.get("commands", attach.get("commands", ()))
     home = attach.get("home", {})
+    settings = row.get("project_marketplace") if scope == "project" else None
+    hook_trust = _fill_json(row["hook_trust"], values) if "hook_trust" in row else None
     return InstallPlan(
         host=host,
         scope=scope,
@@ -109,4 +126,14 @@ def install_plan(host: str, scope: str | None, *, plugin: str, root: str) -> Ins
         trusts=_fill(row["trusts"], values),
         home_variable=home.get("variable"),
         user_home=home.get("user_home"),
+        root=root,
+        cache=_fill(row["cache"], values) if "cache" in row else None,
+        project_marketplace=(
+            (settings["file"], tuple(_fill(k, values) for k in settings["path"]))
+            if settings
+            else None
+        ),
+        hook_trust=hook_trust,
+        hooks_trusted=hook_trust["trusts"] if hook_trust else "",
+        trusted_folders=row.get("trusted_folders"),
     )

@@ -19,6 +19,16 @@ throwaway home (`home`: HOME and the host's own home variable point into it), in
 directory, or in the project for a project-scoped install (the host writes the project's
 settings). A failed install command undoes what the earlier ones did (the remove commands, best
 effort) and leaves nothing recorded.
+
+Around the host's commands (hosts.toml [host.install], `_host_trust`): with the user's consent
+(`trust`), a host that runs a plugin's hooks only once trusted (Codex) is made to trust exactly
+this plugin's hooks, through its own server; without it, `trusts` says they will not run and
+how to trust them. Entries an install's answer added to the host's file of trusted folders
+(Gemini CLI) are recorded, and uninstall takes exactly those out again. A project-scoped
+marketplace the host wrote into the project's settings with an absolute path is rewritten
+relative to where the host resolves it, so the committed file is the same in every clone (or
+install says why not). Uninstall also removes the directories the host left empty under its
+cache for the marketplace.
 """
 
 from __future__ import annotations
@@ -45,6 +55,15 @@ from bundle_contract._generated.errors import (
 from bundle_contract._host_attach import plugin_name
 from bundle_contract._host_install import InstallPlan, install_plan, install_row
 from bundle_contract._host_plugin import host_row
+from bundle_contract._host_trust import (
+    added_folders,
+    folder_entries,
+    folders_file,
+    host_home,
+    remove_folders,
+    trust_hooks,
+    untrust_hooks,
+)
 from bundle_contract._manifest._diagnostics import require_plugin_manifest
 from bundle_contract._manifest._parse import parse_artifact_manifest
 from bundle_contract._spec import get_spec
@@ -64,6 +83,7 @@ class Installed:
     directory: str  # the published plugin directory the host installed from
     marketplace: str | None
     trusts: str  # what the install made the host trust, in words
+    notes: tuple[str, ...] = ()  # more the user should know, one line each
 
 
 def install_bundle(
@@ -73,8 +93,10 @@ def install_bundle(
     home: str | os.PathLike[str] | None = None,
     *,
     env: Mapping[str, str] | None = None,
+    trust: bool = False,
 ) -> Installed:
-    """Build `project` and install its plugin for `host` through the host's own CLI.
+    """Build `project` and install its plugin for `host` through the host's own CLI; with
+    `trust` (the user's consent), also trust the plugin's hooks where the host asks for it.
     AB7001 when the host's projection emits no plugin manifest; BX5101..BX5105 otherwise."""
     install_row(host)  # BX5101 before any work
     root = Path(project).resolve()
@@ -90,20 +112,45 @@ def install_bundle(
             uninstall_bundle(root, host, home, env=env)  # an install again replaces the old
         lay_out(plan, plugin_root, published / host)
         shutil.copyfile(artifact / MANIFEST, manifest_path(published, host))
-    record = {"plugin": plugin, "scope": plan.scope, "marketplace": plan.marketplace}
+    record: dict[str, object] = {
+        "plugin": plugin,
+        "scope": plan.scope,
+        "marketplace": plan.marketplace,
+    }
     cwd = root if plan.scope == "project" else published / host
+    folders = folders_file(plan, child_env)
+    before = folder_entries(folders)
+    # A file that exists but is not plain JSON (Gemini reads comments too): what an install
+    # adds to it cannot be told apart from the user's own entries, so none are taken back.
+    unreadable = folders is not None and before is None and folders.exists()
+    trusts = plan.trusts
+    notes: list[str] = []
     try:
         for command in plan.commands:
             run(host, [executable, *command], child_env, cwd, plan.answer)
+        if trust and plan.hook_trust is not None:
+            record["hook_trust"] = trust_hooks(plan, executable, child_env, cwd)
+            trusts = plan.hooks_trusted
     except InstallCommandFailed:
         for command in plan.remove:  # undo what the earlier commands did, as far as it goes
             with contextlib.suppress(InstallCommandFailed):
                 run(host, [executable, *command], child_env, cwd, None)
+        if not unreadable:
+            _take_back_folders(plan, child_env, before, folders)
+        prune_cache(plan, child_env)
         shutil.rmtree(published / host, ignore_errors=True)
         manifest_path(published, host).unlink(missing_ok=True)
         raise
+    if folders is not None and not unreadable:
+        added = added_folders(before, folder_entries(folders))
+        record["trusted_folders"] = {"entries": added, "created": before is None}
+    elif unreadable:
+        notes.append(f"{folders} is not plain JSON: uninstall leaves the folders trusted")
+    notes += portable_marketplace(plan, root)
     record_path(published, host).write_text(json.dumps(record) + "\n", encoding="utf-8")
-    return Installed(host, plugin, plan.scope, plan.plugin_dir, plan.marketplace, plan.trusts)
+    return Installed(
+        host, plugin, plan.scope, plan.plugin_dir, plan.marketplace, trusts, tuple(notes)
+    )
 
 
 def uninstall_bundle(
@@ -113,8 +160,10 @@ def uninstall_bundle(
     *,
     env: Mapping[str, str] | None = None,
 ) -> Installed:
-    """Remove what `install_bundle` installed for `host`: the host's own remove commands, then
-    the published directory and the record. BX5106 when nothing is recorded."""
+    """Remove what `install_bundle` installed for `host`: the trust it gave the plugin's hooks,
+    the trusted folders its answer added, the host's own remove commands, the directories the
+    host left empty in its cache, then the published directory and the record. BX5106 when
+    nothing is recorded."""
     install_row(host)
     root = Path(project).resolve()
     published = state_published(root)
@@ -130,12 +179,98 @@ def uninstall_bundle(
     cwd = root if plan.scope == "project" else published / host
     if not cwd.is_dir():
         cwd = root
+    if record.get("hook_trust") and plan.hook_trust is not None:
+        untrust_hooks(plan, executable, child_env, cwd, record["hook_trust"])
+    remove_folders(plan, child_env, record.get("trusted_folders") or {})
     for command in plan.remove:
         run(host, [executable, *command], child_env, cwd, None)
+    prune_cache(plan, child_env)
     shutil.rmtree(published / host, ignore_errors=True)
     record_path(published, host).unlink(missing_ok=True)
     manifest_path(published, host).unlink(missing_ok=True)
     return Installed(host, plan.plugin, plan.scope, plan.plugin_dir, plan.marketplace, "")
+
+
+def _take_back_folders(
+    plan: InstallPlan,
+    env: Mapping[str, str],
+    before: Mapping[str, object] | None,
+    path: Path | None,
+) -> None:
+    """After a failed install: the trusted folders its answer added, taken out again."""
+    if path is None:
+        return
+    added = added_folders(before, folder_entries(path))
+    with contextlib.suppress(OSError):
+        remove_folders(plan, env, {"entries": added, "created": before is None})
+
+
+def prune_cache(plan: InstallPlan, env: Mapping[str, str]) -> None:
+    """Remove the directories left empty under the host's cache of the marketplace (the
+    marketplace's own directory too, once empty), deepest first; nothing that holds a file."""
+    if plan.cache is None:
+        return
+    top = host_home(plan, env) / plan.cache
+    if not top.is_dir() or top.is_symlink():
+        return
+    for directory, _, _ in sorted(os.walk(top), key=lambda found: -len(found[0])):
+        with contextlib.suppress(OSError):
+            os.rmdir(directory)  # only an empty one goes
+
+
+def portable_marketplace(plan: InstallPlan, project: Path) -> list[str]:
+    """A project-scoped install: the marketplace's directory the host wrote into the project's
+    settings, made ./-relative to where the host resolves it (`resolution_base`), so the
+    committed file names the same place in every clone. Lines for the user: what it says now,
+    or why it stays absolute."""
+    if plan.project_marketplace is None:
+        return []
+    file, keys = plan.project_marketplace
+    settings = project / file
+    target = Path(plan.root)
+    base, why_not = resolution_base(project)
+    if base is not None and not target.is_relative_to(base):
+        why_not = f"the state root {target} is outside {base}"
+    if base is None or why_not:
+        return [f"{file} names the marketplace by its absolute path {target}: {why_not}"]
+    relative = "./" + target.relative_to(base).as_posix()
+    try:
+        text = settings.read_text(encoding="utf-8")
+        data = json.loads(text)
+        node = data
+        for key in keys[:-1]:
+            node = node[key]
+        if node[keys[-1]] != str(target):
+            raise KeyError(keys[-1])
+    except (OSError, ValueError, KeyError, TypeError):
+        return [f"{file} does not name the marketplace as expected: left as {plan.host} wrote it"]
+    node[keys[-1]] = relative
+    ending = "\n" if text.endswith("\n") else ""
+    try:
+        settings.write_text(json.dumps(data, indent=2, ensure_ascii=False) + ending, "utf-8")
+    except OSError as error:
+        return [f"{file} keeps the absolute path {target}: {error}"]
+    return [f"{file} names the marketplace as {relative} (relative to {base}), for every clone"]
+
+
+def resolution_base(project: Path) -> tuple[Path | None, str]:
+    """Where Claude Code resolves a relative marketplace path of the project's settings: the
+    root of the git work tree holding the project, else the project (hosts.toml host_a
+    [host.install] modelled_on). None, and why, for a linked worktree, whose paths Claude
+    resolves against its main work tree."""
+    for directory in (project, *project.parents):
+        marker = directory / ".git"
+        if marker.is_dir():
+            return directory, ""
+        if marker.is_file():
+            try:
+                gitdir = marker.read_text(encoding="utf-8").strip().removeprefix("gitdir:")
+            except OSError:
+                gitdir = ""
+            if (directory / gitdir.strip()).resolve().parent.name == "worktrees":
+                return None, f"{directory} is a linked git worktree, resolved against its main one"
+            return directory, ""
+    return project, ""
 
 
 def state_published(project: Path) -> Path:

@@ -87,6 +87,12 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--host", required=True, help="host kind: host_a, host_b or host_c")
         if name == "install":
             sub.add_argument("--scope", choices=("user", "project"), help="default: user")
+            sub.add_argument(
+                "--trust",
+                action="store_true",
+                help="also trust the plugin's hooks where the host runs them only once trusted"
+                " (host_b: Codex); without it they do not run until you trust them in the host",
+            )
     doctor.add_parser(commands)
     args = parser.parse_args(argv)
     if args.command == "doctor":
@@ -111,7 +117,7 @@ def _install_command(args: argparse.Namespace) -> int:
 
     try:
         if args.command == "install":
-            done = install_bundle(args.project, args.host, args.scope)
+            done = install_bundle(args.project, args.host, args.scope, trust=args.trust)
         else:
             done = uninstall_bundle(args.project, args.host)
     except ContractError as error:
@@ -127,6 +133,8 @@ def _install_command(args: argparse.Namespace) -> int:
     print(f"installed {done.plugin} into {done.host} (scope {done.scope}){market}")
     print(f"  installed from {done.directory} (kept until `bundle-devkit uninstall`)")
     print(f"  trusted: {done.trusts}")
+    for note in done.notes:
+        print(f"  note: {note}")
     return 0
 
 

@@ -721,7 +721,8 @@ class HostCliMissing(RequestError):
 
 class InstallCommandFailed(ContractError):
     """A command of the host's own CLI run by install or uninstall exited non-zero or did not
-    finish in time; the message quotes the command and its last words.
+    finish in time, or the host's own server (Codex's app-server, for hook trust) refused a
+    request or did not answer in time; the message quotes the command and its last words.
     """
 
     code: ClassVar[str] = "BX5104"
