@@ -48,11 +48,13 @@ from typing import Any
 from bundle_contract._build._layout import layout
 from bundle_contract._generated.errors import (
     HostCliMissing,
+    HostCliUntested,
     InstallBuildFailed,
     InstallCommandFailed,
     NotInstalled,
 )
 from bundle_contract._host_attach import plugin_name
+from bundle_contract._host_cli import cli_version, tested_versions
 from bundle_contract._host_install import InstallPlan, install_plan, install_row
 from bundle_contract._host_plugin import host_row
 from bundle_contract._host_trust import (
@@ -94,14 +96,18 @@ def install_bundle(
     *,
     env: Mapping[str, str] | None = None,
     trust: bool = False,
+    any_version: bool = False,
 ) -> Installed:
     """Build `project` and install its plugin for `host` through the host's own CLI; with
     `trust` (the user's consent), also trust the plugin's hooks where the host asks for it.
-    AB7001 when the host's projection emits no plugin manifest; BX5101..BX5105 otherwise."""
+    AB7001 when the host's projection emits no plugin manifest; BX5107 for a CLI version the
+    bundle was not tested with, unless `any_version`; BX5101..BX5105 otherwise."""
     install_row(host)  # BX5101 before any work
     root = Path(project).resolve()
     child_env = host_env(host, env, home)
     executable = find_cli(host, child_env)
+    if not any_version:
+        require_tested(host, executable, child_env)
     published = state_published(root)
     with tempfile.TemporaryDirectory(prefix=".build-", dir=_made(published)) as scratch:
         artifact = build(root, Path(scratch) / "artifact")
@@ -308,6 +314,24 @@ def host_env(
         # Codex refuses a CODEX_HOME that does not exist; it makes its default one itself.
         Path(result[own["variable"]]).mkdir(parents=True, exist_ok=True)
     return result
+
+
+def require_tested(host: str, executable: str, env: Mapping[str, str]) -> None:
+    """BX5107 unless the CLI says a version of hosts.toml tested_versions."""
+    try:
+        found = cli_version(host, executable, env)
+    except (OSError, subprocess.SubprocessError) as error:
+        raise InstallCommandFailed(
+            f"cannot ask {executable} its version: {error}", {"host": host}
+        ) from None
+    if not found.tested:
+        tested = ", ".join(tested_versions(host))
+        seen = found.version or f"an unreadable version ({found.said})"
+        raise HostCliUntested(
+            f"{os.path.basename(executable)} is {seen}; the bundle is tested with {tested} only: "
+            "install that version, or pass --any-version to install anyway",
+            {"host": host, "version": found.version or "", "tested": tested},
+        )
 
 
 def find_cli(host: str, env: Mapping[str, str]) -> str:

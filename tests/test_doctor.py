@@ -61,6 +61,13 @@ def test_doctor_finds_the_install_healthy_then_names_each_injected_fault(
         pytest.skip(reason)
     env = host_env(kind, tmp_path / "run")
     install_bundle(project, kind, env=env)
+    if kind == "host_b":  # Codex runs no hook the user has not trusted: an untrusted install
+        untrusted = doctor_bundle(project, kind, env=env)
+        trust = untrusted.check("trust")
+        assert trust.status == "fail" and "3 of 3 hooks are untrusted" in trust.summary
+        assert any(e.endswith("pre_tool_use:0:0: NOT trusted") for e in trust.evidence)
+        assert not untrusted.healthy
+        install_bundle(project, kind, env=env, trust=True)
 
     healthy = doctor_bundle(project, kind, env=env)
     validate("DoctorReport.json", healthy.to_json())
@@ -106,6 +113,8 @@ def test_doctor_finds_the_install_healthy_then_names_each_injected_fault(
     assert server.status == "fail" and "did not list its tools" in server.summary
     assert broken.check("skills").status == "fail"
     assert broken.check("cli").status == "pass" and broken.check("install").status == "pass"
+    # Codex's trust covers the copy's content: an edited copy's hooks are untrusted again.
+    assert statuses(broken)["trust"] == ("fail" if kind == "host_b" else "pass")
 
     # A wrong interpreter (the one the build named is gone): every hook and the server fail.
     shutil.rmtree(copy)

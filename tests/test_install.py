@@ -24,6 +24,8 @@ import pytest
 from bundle_contract._build._scaffold import main
 from bundle_contract._generated.errors import (
     HostCliMissing,
+    HostCliUntested,
+    InstallCommandFailed,
     InstallHostUnsupported,
     InstallScopeUnsupported,
     NotInstalled,
@@ -278,3 +280,30 @@ def test_refused_scopes_and_hosts(project: Path) -> None:
     with pytest.raises(InstallHostUnsupported):
         install_bundle(project, "host_d")
     assert install_plan("host_a", "project", plugin=PLUGIN, root="/x").commands[0][-1] == "project"
+
+
+def test_an_untested_cli_version_is_refused_unless_asked_for(
+    project: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    fake = tmp_path / "bin" / "codex"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n[ \"$1\" = --version ] && echo 'codex-cli 9.9.9' && exit 0\nexit 3\n"
+    )
+    fake.chmod(0o755)
+    env = {"PATH": f"{fake.parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    with pytest.raises(
+        HostCliUntested, match=r"codex is 9\.9\.9; the bundle is tested with 0\.171\.0"
+    ):
+        install_bundle(project, "host_b", env=env)
+    assert not (project / ".bundle" / "state" / "published" / "host_b.json").exists()
+    # Asked for, the install goes on to the CLI's own commands (which this one refuses).
+    with pytest.raises(InstallCommandFailed, match="exited with 3"):
+        install_bundle(project, "host_b", env=env, any_version=True)
+    monkeypatch.setenv("PATH", env["PATH"])
+    monkeypatch.setenv("HOME", env["HOME"])
+    assert main(["install", str(project), "--host", "host_b"]) == 1
+    assert capsys.readouterr().err.startswith("bundle-devkit: BX5107 codex is 9.9.9")

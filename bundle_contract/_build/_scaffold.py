@@ -93,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
                 help="also trust the plugin's hooks where the host runs them only once trusted"
                 " (host_b: Codex); without it they do not run until you trust them in the host",
             )
+            sub.add_argument(
+                "--any-version",
+                action="store_true",
+                help="install into a CLI version the bundle was not tested with (see doctor)",
+            )
     doctor.add_parser(commands)
     args = parser.parse_args(argv)
     if args.command == "doctor":
@@ -117,7 +122,9 @@ def _install_command(args: argparse.Namespace) -> int:
 
     try:
         if args.command == "install":
-            done = install_bundle(args.project, args.host, args.scope, trust=args.trust)
+            done = install_bundle(
+                args.project, args.host, args.scope, trust=args.trust, any_version=args.any_version
+            )
         else:
             done = uninstall_bundle(args.project, args.host)
     except ContractError as error:

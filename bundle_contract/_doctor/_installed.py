@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from bundle_contract._doctor._report import Check
+from bundle_contract._error_bases import ContractError
 from bundle_contract._host_cli import cli_version
 from bundle_contract._host_install import InstallPlan, install_plan
 from bundle_contract._host_plugin import host_row
+from bundle_contract._host_trust import host_home as trusted_home
+from bundle_contract._host_trust import plugin_hooks
 from bundle_contract._spec import get_spec, plain
 
 OUTPUT_SHOWN = 300  # characters of a command's output quoted as evidence
@@ -33,6 +36,8 @@ class Found:
     record: Mapping[str, Any]
     copy: Path | None  # the directory the host runs the plugin from
     listing: str  # the listing command's output (for checks that read it again)
+    executable: str  # the host's CLI
+    cwd: Path  # where the host's commands run for this install (its scope's directory)
 
 
 def check_cli(host: str, env: Mapping[str, str], executable: str | None) -> Check:
@@ -113,10 +118,10 @@ def check_install(
             ),
             None,
         )
-    copy = _copy(host, doctor, entry, values, env)
+    copy = _copy(plan, doctor, entry, values, env)
     evidence.append(f"listed: {entry['id']}, enabled: {entry['enabled']}")
     evidence.append(f"the host runs the copy at {copy}" if copy else "the copy is not found")
-    found = Found(plan, record, copy, output)
+    found = Found(plan, record, copy, output, executable, cwd if cwd.is_dir() else project)
     if not entry["enabled"]:
         return (
             Check(
@@ -185,7 +190,7 @@ def _listed(
 
 
 def _copy(
-    host: str,
+    plan: InstallPlan,
     doctor: Mapping[str, Any],
     entry: Mapping[str, Any],
     values: Mapping[str, str],
@@ -195,19 +200,35 @@ def _copy(
         return Path(entry["path"])
     if "copy" not in doctor or not entry.get("version"):
         return None
-    home = host_row(host).get("attach", {}).get("home", {})
-    host_home = env.get(home.get("variable", "")) or str(
-        Path(env.get("HOME") or os.path.expanduser("~"))
-        / home.get("user_home", "~").removeprefix("~").lstrip("/")
-    )
+    host_home = str(trusted_home(plan, env))
     return Path(doctor["copy"].format(**values, version=entry["version"], host_home=host_home))
 
 
-def check_trust(host: str, found: Found) -> Check:
-    trusts = found.plan.trusts
-    if host_row(host)["doctor"]["trust"] == "none":
-        return Check("trust", "pass", "nothing to trust", (trusts,))
-    return Check("trust", "warn", "hook trust is not read yet", (trusts,))
+def check_trust(found: Found, env: Mapping[str, str]) -> Check:
+    """What the host must trust before it runs the plugin: for a host with hook trust
+    ([host.install] hook_trust), each hook as the host itself lists it."""
+    plan = found.plan
+    if plan.hook_trust is None:
+        return Check(
+            "trust", "pass", "the host asks no trust of an installed plugin", (plan.trusts,)
+        )
+    try:
+        hooks = plugin_hooks(plan, found.executable, env, found.cwd)
+    except (OSError, ContractError) as error:
+        said = error.message if isinstance(error, ContractError) else str(error)
+        return Check("trust", "fail", "the host's hook trust could not be read", (said,))
+    evidence = [f"{hook.key}: {'trusted' if hook.trusted else 'NOT trusted'}" for hook in hooks]
+    untrusted = [hook for hook in hooks if not hook.trusted]
+    if untrusted:
+        return Check(
+            "trust",
+            "fail",
+            f"{len(untrusted)} of {len(hooks)} hooks are untrusted: {plan.host} will not run them",
+            tuple(evidence),
+            f"trust them in {os.path.basename(found.executable)}'s own review (/hooks), or install "
+            "again with --trust",
+        )
+    return Check("trust", "pass", f"the host trusts all {len(hooks)} hooks", tuple(evidence))
 
 
 def _quote(output: str) -> str:

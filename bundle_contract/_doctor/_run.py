@@ -153,11 +153,12 @@ def _copy_checks(
         installed = None
     # The interpreter probe, the hooks (one after another: they share one receipt inbox) and
     # the MCP servers run the user's code in processes of their own: side by side.
-    with ThreadPoolExecutor(3) as pool:
+    with ThreadPoolExecutor(4) as pool:
+        trust = pool.submit(check_trust, found, env)
         interpreter = pool.submit(check_interpreter, copy, handler_modules(config), env)
         hooks = pool.submit(check_hooks, host, copy, env)
         servers = pool.submit(check_mcp, host, copy, env)
-        checks = [check_trust(host, found), check_files(host, copy, installed, current, reinstall)]
+        checks = [trust.result(), check_files(host, copy, installed, current, reinstall)]
         checks.append(interpreter.result())
         checks.extend(hooks.result())
         checks.extend(servers.result())
