@@ -637,7 +637,9 @@ def test_what_setup_starts_serves_the_host_and_ends_with_the_trial(lab: Lab) -> 
     # running, and nothing of it outlives the trial, not even a child that left its session.
     # The host sees the service beat, and the test finds processes by their command line.
     token = f"service{os.getpid()}x{time.monotonic_ns()}"
-    beat = f"while :; do date +%s%N > beat; sleep 0.05; done; : {token}"
+    # Each beat replaces the file whole: a reader never sees it truncated, however loaded the
+    # machine is.
+    beat = f"while :; do date +%s%N > beat.new; mv beat.new beat; sleep 0.05; done; : {token}"
     seen = "a=$(cat beat); sleep 0.3; test $(cat beat) != $a && echo up > seen.txt"
     case = {
         "id": "service",
