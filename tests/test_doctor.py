@@ -17,7 +17,9 @@ import pytest
 from bundle_contract import validate
 from bundle_contract._build._scaffold import main
 from bundle_contract._doctor import DoctorReport, doctor_bundle
+from bundle_contract._doctor._hooks import check_hooks
 from bundle_contract._doctor._installed import check_cli
+from bundle_contract._doctor._mcp import check_mcp
 from bundle_contract._generated.errors import InstallHostUnsupported
 from bundle_contract._install import install_bundle
 from tests._real_hosts import CLIS, base_env, missing_cli
@@ -208,3 +210,43 @@ def test_the_tested_versions_are_the_pinned_ones() -> None:
     assert tested_versions("host_a") == (pins["dependencies"]["@anthropic-ai/claude-code"],)
     assert tested_versions("host_b") == (pins["dependencies"]["@openai/codex"],)
     assert tested_versions("host_c") == (pins["dependencies"]["@google/gemini-cli"],)
+
+
+@pytest.mark.parametrize(
+    ("document", "said"),
+    [
+        ("{not json", "hooks/hooks.json: Expecting property name"),
+        ('{"hooks": []}', "hooks/hooks.json: not in the matcher-groups shape"),
+        ('{"hooks": {"PreToolUse": [{"hooks": 3}]}}', "not in the matcher-groups shape"),
+    ],
+)
+def test_a_hooks_document_the_host_cannot_read_is_a_finding(
+    tmp_path: Path, document: str, said: str
+) -> None:
+    (tmp_path / "hooks").mkdir()
+    (tmp_path / "hooks" / "hooks.json").write_text(document)
+    (check,) = check_hooks("host_a", tmp_path, {}, expected=1)
+    assert (check.id, check.status) == ("hooks", "fail")
+    assert said in check.summary
+
+
+def test_no_hooks_document_is_a_finding_only_when_the_build_hooks_events(tmp_path: Path) -> None:
+    assert check_hooks("host_a", tmp_path, {}, expected=0) == []
+    (check,) = check_hooks("host_a", tmp_path, {}, expected=3)
+    assert check.status == "fail" and "declares no hooks; the build hooks 3" in check.summary
+
+
+@pytest.mark.parametrize(
+    ("document", "said"),
+    [
+        ("[", ".mcp.json: Expecting value"),
+        ('{"mcpServers": [1]}', "mcpServers is not an object of servers"),
+        ('{"mcpServers": {"s": {"command": "sh", "args": "x"}}}', "args or env of the wrong type"),
+    ],
+)
+def test_an_mcp_document_the_host_cannot_read_is_a_finding(
+    tmp_path: Path, document: str, said: str
+) -> None:
+    (tmp_path / ".mcp.json").write_text(document)
+    (check,) = check_mcp("host_a", tmp_path, {})
+    assert check.status == "fail" and said in check.summary

@@ -19,7 +19,7 @@ import json
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +34,31 @@ DEFAULT_TIMEOUT_S = 60.0  # what Claude Code, Codex and Gemini CLI give a hook t
 STDERR_SHOWN = 3  # last lines of a hook's stderr quoted as evidence
 
 
-def hook_commands(host: str, copy: Path) -> Iterator[tuple[str, str, float]]:
-    """(native event, command, timeout in seconds) of each command hook in the copy."""
+def hook_commands(host: str, copy: Path) -> list[tuple[str, str, float]]:
+    """(native event, command, timeout in seconds) of each command hook in the copy's hooks
+    document (none without one); ValueError for a document that is not in the host's shape."""
     plugin = host_row(host)["plugin"]
-    document = json.loads((copy / plugin["hooks_document"]).read_text(encoding="utf-8"))
+    try:
+        document = json.loads((copy / plugin["hooks_document"]).read_bytes())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{plugin['hooks_document']}: {error}") from None
     scale = 1000.0 if plugin["timeout_unit"] == "ms" else 1.0
-    for native, groups in sorted(document.get("hooks", {}).items()):
-        for group in groups:
-            for hook in group.get("hooks", ()):
-                if hook.get("type") == "command" and isinstance(hook.get("command"), str):
-                    timeout = hook.get("timeout")
-                    seconds = timeout / scale if isinstance(timeout, (int, float)) else None
-                    yield native, hook["command"], seconds or DEFAULT_TIMEOUT_S
+    found = []
+    try:
+        for native, groups in sorted(document["hooks"].items()):
+            for group in groups:
+                for hook in group.get("hooks", ()):
+                    if hook.get("type") == "command" and isinstance(hook.get("command"), str):
+                        timeout = hook.get("timeout")
+                        number = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+                        seconds = timeout / scale if number and timeout > 0 else None
+                        found.append((native, hook["command"], seconds or DEFAULT_TIMEOUT_S))
+    except (AttributeError, KeyError, TypeError) as error:
+        shape = f"not in the {plugin['hooks_format']} shape ({type(error).__name__}: {error})"
+        raise ValueError(f"{plugin['hooks_document']}: {shape}") from None
+    return found
 
 
 def native_input(host: str, native: str, workspace: Path) -> tuple[dict[str, Any], bool]:
@@ -70,15 +83,41 @@ def native_input(host: str, native: str, workspace: Path) -> tuple[dict[str, Any
     return data, made
 
 
-def check_hooks(host: str, copy: Path, env: Mapping[str, str]) -> list[Check]:
+def check_hooks(host: str, copy: Path, env: Mapping[str, str], expected: int) -> list[Check]:
+    """One check per command hook of the copy; `expected`: how many native events the build
+    hooks for this host (a copy without hooks then fails the check `hooks`)."""
     plugin = host_row(host)["plugin"]
+    try:
+        commands = hook_commands(host, copy)
+    except ValueError as error:
+        return [
+            Check(
+                "hooks",
+                "fail",
+                f"the copy's hooks document cannot be read: {error}",
+                (),
+                "install again",
+            )
+        ]
+    if not commands:
+        if expected:
+            return [
+                Check(
+                    "hooks",
+                    "fail",
+                    f"the copy declares no hooks; the build hooks {expected} event(s)",
+                    (str(copy / plugin["hooks_document"]),),
+                    "install again",
+                )
+            ]
+        return []
     inbox = ReceiptInbox()
     try:
         with tempfile.TemporaryDirectory(prefix="bundle-doctor-") as scratch:
             workspace = Path(scratch)
             return [
                 _run_hook(host, plugin, copy, env, inbox, workspace, native, command, timeout)
-                for native, command, timeout in hook_commands(host, copy)
+                for native, command, timeout in commands
             ]
     finally:
         inbox.close()

@@ -20,13 +20,22 @@ STDERR_SHOWN = 3
 
 
 def mcp_servers(host: str, copy: Path) -> dict[str, Mapping[str, Any]]:
+    """The copy's MCP servers by name (none without an MCP document); ValueError for one that
+    is not a JSON object of server objects."""
     plugin = host_row(host)["plugin"]
-    path = copy / plugin["mcp_document"]
-    if not path.is_file():
+    try:
+        document = json.loads((copy / plugin["mcp_document"]).read_bytes())
+    except FileNotFoundError:
         return {}
-    document = json.loads(path.read_text(encoding="utf-8"))
-    servers = document.get(plugin["mcp_key"]) or {}
-    return dict(servers) if isinstance(servers, dict) else {}
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{plugin['mcp_document']}: {error}") from None
+    servers = document.get(plugin["mcp_key"]) if isinstance(document, dict) else None
+    servers = {} if servers is None else servers
+    if not isinstance(servers, dict) or not all(isinstance(v, dict) for v in servers.values()):
+        raise ValueError(
+            f"{plugin['mcp_document']}: {plugin['mcp_key']} is not an object of servers"
+        )
+    return servers
 
 
 def _resolved(
@@ -49,15 +58,39 @@ def _resolved(
 
 
 def check_mcp(host: str, copy: Path, env: Mapping[str, str]) -> list[Check]:
+    try:
+        servers = mcp_servers(host, copy)
+    except ValueError as error:
+        return [
+            Check(
+                "mcp",
+                "fail",
+                f"the copy's MCP document cannot be read: {error}",
+                (),
+                "install again",
+            )
+        ]
     checks = []
-    for name, entry in sorted(mcp_servers(host, copy).items()):
-        if "command" not in entry:
+    for name, entry in sorted(servers.items()):
+        if not isinstance(entry.get("command"), str):
             checks.append(
                 Check(
                     f"mcp:{name}",
                     "skip",
                     f"{name} is not a stdio server",
                     (json.dumps(entry)[:300],),
+                )
+            )
+            continue
+        args, extra = entry.get("args", []), entry.get("env", {})
+        if not isinstance(args, list) or not isinstance(extra, dict):
+            checks.append(
+                Check(
+                    f"mcp:{name}",
+                    "fail",
+                    f"{name}'s entry has args or env of the wrong type",
+                    (json.dumps(entry)[:300],),
+                    "install again",
                 )
             )
             continue

@@ -156,7 +156,9 @@ def _copy_checks(
     with ThreadPoolExecutor(4) as pool:
         trust = pool.submit(check_trust, found, env)
         interpreter = pool.submit(check_interpreter, copy, handler_modules(config), env)
-        hooks = pool.submit(check_hooks, host, copy, env)
+        declared = current.get("executables", {}).get("hooks", ())
+        expected = sum(1 for hook in declared if hook.get("host") == host)
+        hooks = pool.submit(check_hooks, host, copy, env, expected)
         servers = pool.submit(check_mcp, host, copy, env)
         checks = [trust.result(), check_files(host, copy, installed, current, reinstall)]
         checks.append(interpreter.result())
