@@ -14,7 +14,9 @@ import re
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
+from bundle_contract._bounded import run_bounded
 from bundle_contract._host_plugin import host_row
 from bundle_contract._spec import get_spec
 
@@ -36,24 +38,21 @@ def tested_versions(host: str) -> tuple[str, ...]:
 
 
 def cli_version(host: str, executable: str, env: Mapping[str, str]) -> CliVersion:
-    """Ask `executable` (the host's CLI, found on PATH) its version. OSError or
-    subprocess.TimeoutExpired when it cannot be run (limit attach-command-time)."""
+    """Ask `executable` (the host's CLI, found on PATH) its version, in a process unit. OSError
+    or subprocess.TimeoutExpired when it cannot be run (limit attach-command-time)."""
     session = host_row(host)["session"]
     seconds = get_spec().limit("attach-command-time")["maximum"] / 1000
-    done = subprocess.run(
-        [executable, *session.get("version_args", ("--version",))],
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        timeout=seconds,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    said = (done.stdout.strip() or done.stderr.strip()).splitlines()
-    first = said[0][:200] if said else f"nothing (exit status {done.returncode})"
+    argv = [executable, *session.get("version_args", ("--version",))]
+    ran = run_bounded(argv, env=env, cwd=Path.cwd(), seconds=seconds, name="host-cli")
+    if ran.timed_out:
+        raise subprocess.TimeoutExpired(argv, seconds)
+    stdout = ran.stdout.decode("utf-8", "replace")
+    stderr = ran.stderr.decode("utf-8", "replace")
+    said = (stdout.strip() or stderr.strip()).splitlines()
+    first = said[0][:200] if said else f"nothing (exit status {ran.returncode})"
     pattern = session.get("version_pattern")
     found = None
     if pattern:
-        match = re.search(pattern, done.stdout + "\n" + done.stderr, re.MULTILINE)
+        match = re.search(pattern, stdout + "\n" + stderr, re.MULTILINE)
         found = match.group(1) if match else None
     return CliVersion(executable, found, first, found in tested_versions(host))

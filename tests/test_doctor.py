@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,19 @@ def test_doctor_finds_the_install_healthy_then_names_each_injected_fault(
     assert statuses(wrong)["mcp:safe-shell"] == "fail"
     assert statuses(wrong)["files"] == "fail"  # libexec/python is edited, and named
     assert "edited: libexec/python" in wrong.check("files").evidence
+    assert any("/nonexistent/python: not found" in e for e in wrong.check("interpreter").evidence)
+    if kind == "host_c":  # disabled in the host itself: Gemini marks it ✗ in its listing
+        done = subprocess.run(
+            [str(CLIS / "gemini"), "extensions", "disable", "safe-shell"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        disabled = doctor_bundle(project, kind, env=env)
+        assert disabled.check("install").status == "fail"
+        assert "installed but disabled" in disabled.check("install").summary
 
 
 def test_a_stale_copy_is_a_warning_and_the_cli_exits_by_the_verdict(

@@ -13,6 +13,7 @@ from typing import Any
 
 from bundle_contract._build import layout
 from bundle_contract._doctor import doctor_bundle
+from bundle_contract._spec import get_spec
 from bundle_contract._validation import problems
 from bundle_server import DevServer, start_dev_server
 from bundle_server.notices.sources import (
@@ -147,6 +148,7 @@ def test_a_doctor_finding_beside_the_server_opens_a_notice_a_later_report_resolv
     tmp_path: Path,
 ) -> None:
     root = write_project(tmp_path / "project", python_config=GOOD)
+    poll = get_spec().limit("doctor-report-poll")["maximum"] / 1000
     with start_dev_server(root, header_timeout=2.0, watch=False) as server:
         # doctor, run as its own command while the server serves: no claude on its PATH.
         report = doctor_bundle(root, "host_a", env={"PATH": str(tmp_path / "empty")})
@@ -155,19 +157,26 @@ def test_a_doctor_finding_beside_the_server_opens_a_notice_a_later_report_resolv
         assert (opened["key"], opened["kind"]) == ("doctor:host_a:cli", "doctor.finding")
         assert opened["message"].startswith("doctor, host_a cli: claude (the host_a CLI)")
         assert opened["details"] == {"host": "host_a", "check": "cli"}
-        # The next report of the host says the CLI is found: the finding is resolved.
+        assert call(server, "POST", f"/api/notices/{opened['id']}/dismiss")[0] == 200
         kept = server.project.state_path(layout().doctor_reports)  # type: ignore[union-attr]
         assert kept is not None
+        # Neither a report that is not a DoctorReport, nor a link to one, changes anything.
+        (kept / "host_b.json").write_text('{"host": "host_b"}')
+        (kept / "host_c.json").symlink_to(kept / "host_a.json")
+    # A restarted server reads the same report: the dismissed finding stays dismissed.
+    with start_dev_server(root, header_timeout=2.0, watch=False) as again:
+        time.sleep(2 * poll + 0.5)
+        assert [(n["id"], n["state"]) for n in listed(again)] == [(opened["id"], "dismissed")]
+        # A newer report failing the same check opens it again; the next one resolves it.
+        doctor_bundle(root, "host_a", env={"PATH": str(tmp_path / "empty")})
+        (reopened,) = until(lambda: listed(again, "open"))
+        assert reopened["key"] == "doctor:host_a:cli" and reopened["id"] != opened["id"]
         written = json.loads((kept / "host_a.json").read_text())
         written["checks"][0]["status"] = "pass"
         written["healthy"] = True
         (kept / "host_a.json").write_text(json.dumps(written))
-        (resolved,) = until(lambda: listed(server, "resolved"))
-        assert resolved["id"] == opened["id"]
-        # A report that is not a DoctorReport changes nothing.
-        (kept / "host_b.json").write_text('{"host": "host_b"}')
-        time.sleep(2.5)
-        assert [n["id"] for n in listed(server)] == [opened["id"]]
+        (resolved,) = until(lambda: listed(again, "resolved"))
+        assert resolved["id"] == reopened["id"]
 
 
 def test_doctor_reports_map_to_notices() -> None:

@@ -8,7 +8,6 @@ import json
 import sys
 from pathlib import Path
 
-from bundle_contract._host_plugin import host_row
 from bundle_contract._spec import get_spec
 
 HEALTHY, PROBLEM, USAGE = 0, 1, 2
@@ -34,6 +33,7 @@ def installable_hosts() -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from bundle_contract._doctor._run import doctor_bundle
     from bundle_contract._error_bases import ContractError
+    from bundle_contract._host_install import install_row
     from bundle_contract._install import record_path, state_published
 
     project = Path(args.project)
@@ -51,17 +51,23 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return USAGE
-    reports = []
+    for host in hosts:  # a host doctor cannot check is a usage error, before any work
+        try:
+            install_row(host)
+        except ContractError as error:
+            print(f"bundle-devkit: {host}: {error.code} {error.message}", file=sys.stderr)
+            return USAGE
+    reports, refused = [], False
     for host in hosts:
         try:
-            host_row(host)
             reports.append(doctor_bundle(project, host))
-        except (ContractError, ValueError, KeyError) as error:
-            said = f"{error.code} {error.message}" if isinstance(error, ContractError) else error
-            print(f"bundle-devkit: {host}: {said}", file=sys.stderr)
-            return USAGE
+        except ContractError as error:  # AB7001: the projection has no plugin to install
+            print(f"bundle-devkit: {host}: {error.code} {error.message}", file=sys.stderr)
+            refused = True
     if args.json:
         print(json.dumps([report.to_json() for report in reports], indent=2))
-    else:
+    elif reports:
         print("\n\n".join(report.render() for report in reports))
+    if refused:
+        return USAGE
     return HEALTHY if all(report.healthy for report in reports) else PROBLEM

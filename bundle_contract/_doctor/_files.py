@@ -10,19 +10,25 @@ fresh build's: the sources changed since the install.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from bundle_contract._doctor._report import Check
+from bundle_contract._regular_file import open_regular_file
 
 NAMED = 8  # files named in the evidence; the rest counted
 
 
 def projection_files(manifest: Mapping[str, Any], host: str) -> dict[str, str]:
-    """The host projection's files: path relative to the plugin root -> sha256."""
-    root = next(p["root"] for p in manifest["projections"] if p["target"] == host)
+    """The host projection's files: path relative to the plugin root -> sha256 (KeyError when
+    the manifest has no projection for the host)."""
+    root = next((p["root"] for p in manifest["projections"] if p["target"] == host), None)
+    if root is None:
+        raise KeyError(f"no projection for {host}")
     prefix = root.rstrip("/") + "/"
     return {
         f["path"].removeprefix(prefix): f["sha256"]
@@ -32,13 +38,18 @@ def projection_files(manifest: Mapping[str, Any], host: str) -> dict[str, str]:
 
 
 def _sha256(path: Path) -> str | None:
-    digest = hashlib.sha256()
+    """The digest of the regular file at `path`, None for a missing file; "link" or "special"
+    for what the build never ships (a link is never followed, a FIFO never waited on)."""
     try:
-        with path.open("rb") as handle:
-            while chunk := handle.read(1 << 20):
-                digest.update(chunk)
-    except OSError:
+        fd = open_regular_file(path)
+    except FileNotFoundError:
         return None
+    except OSError as error:
+        return "link" if error.errno == errno.ELOOP else "special"
+    digest = hashlib.sha256()
+    with os.fdopen(fd, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -52,7 +63,10 @@ def check_files(
     """`installed`: the manifest recorded at install (None for an install that kept none: the
     copy is then compared with the fresh build); `current`: the fresh build's manifest."""
     now = projection_files(current, host)
-    expected = projection_files(installed, host) if installed is not None else now
+    try:
+        expected = projection_files(installed, host) if installed is not None else now
+    except (KeyError, TypeError, AttributeError):
+        installed, expected = None, now  # a damaged manifest of the install: the build's
     missing, edited = [], []
     for relative, digest in sorted(expected.items()):
         seen = _sha256(copy / relative)
@@ -60,7 +74,8 @@ def check_files(
             missing.append(relative)
         elif seen != digest:
             edited.append(relative)
-    extra = sum(1 for p in copy.rglob("*") if p.is_file()) - (len(expected) - len(missing))
+    extra = sum(1 for p in copy.rglob("*") if p.is_file() and not p.is_symlink())
+    extra -= len(expected) - len(missing)
     evidence = [f"{len(expected)} files of the manifest checked in {copy}"]
     if extra > 0:
         evidence.append(f"{extra} files beside them (the host's own)")

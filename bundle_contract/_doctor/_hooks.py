@@ -14,32 +14,30 @@ handler: the wrapper fails open, which is exactly the silent failure doctor exis
 
 from __future__ import annotations
 
-import contextlib
 import json
-import subprocess
 import tempfile
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bundle_contract._bounded import run_bounded
 from bundle_contract._canonical import effective_keys
 from bundle_contract._doctor._receiver import ReceiptInbox
 from bundle_contract._doctor._report import Check
 from bundle_contract._host_plugin import host_row
-from bundle_contract._owner import UnitNotEnded, process_owner
+from bundle_contract._regular_file import read_regular_file
 from bundle_contract._spec import get_spec, plain
 
-DEFAULT_TIMEOUT_S = 60.0  # what Claude Code, Codex and Gemini CLI give a hook that names none
 STDERR_SHOWN = 3  # last lines of a hook's stderr quoted as evidence
 
 
-def hook_commands(host: str, copy: Path) -> list[tuple[str, str, float]]:
-    """(native event, command, timeout in seconds) of each command hook in the copy's hooks
-    document (none without one); ValueError for a document that is not in the host's shape."""
+def hook_commands(host: str, copy: Path) -> list[tuple[str, str, float | None]]:
+    """(native event, command, timeout in seconds or None) of each command hook in the copy's
+    hooks document (none without one); ValueError for a document not in the host's shape."""
     plugin = host_row(host)["plugin"]
+    limit = get_spec().limit("doctor-read-bytes")["maximum"]
     try:
-        document = json.loads((copy / plugin["hooks_document"]).read_bytes())
+        document = json.loads(read_regular_file(copy / plugin["hooks_document"], limit))
     except FileNotFoundError:
         return []
     except (OSError, ValueError) as error:
@@ -54,7 +52,7 @@ def hook_commands(host: str, copy: Path) -> list[tuple[str, str, float]]:
                         timeout = hook.get("timeout")
                         number = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
                         seconds = timeout / scale if number and timeout > 0 else None
-                        found.append((native, hook["command"], seconds or DEFAULT_TIMEOUT_S))
+                        found.append((native, hook["command"], seconds))
     except (AttributeError, KeyError, TypeError) as error:
         shape = f"not in the {plugin['hooks_format']} shape ({type(error).__name__}: {error})"
         raise ValueError(f"{plugin['hooks_document']}: {shape}") from None
@@ -115,10 +113,25 @@ def check_hooks(host: str, copy: Path, env: Mapping[str, str], expected: int) ->
     try:
         with tempfile.TemporaryDirectory(prefix="bundle-doctor-") as scratch:
             workspace = Path(scratch)
-            return [
-                _run_hook(host, plugin, copy, env, inbox, workspace, native, command, timeout)
-                for native, command, timeout in commands
-            ]
+            checks: list[Check] = []
+            for native, command, timeout in commands:
+                seen = sum(1 for c in checks if c.id.split("#")[0] == f"hook:{native}")
+                check_id = f"hook:{native}" + (f"#{seen + 1}" if seen else "")
+                checks.append(
+                    _run_hook(
+                        host,
+                        plugin,
+                        copy,
+                        env,
+                        inbox,
+                        workspace,
+                        check_id,
+                        native,
+                        command,
+                        timeout,
+                    )
+                )
+            return checks
     finally:
         inbox.close()
 
@@ -130,54 +143,50 @@ def _run_hook(
     env: Mapping[str, str],
     inbox: ReceiptInbox,
     workspace: Path,
+    check_id: str,
     native: str,
     command: str,
-    timeout: float,
+    timeout: float | None,
 ) -> Check:
-    check_id = f"hook:{native}"
     variable = plugin["root_variable"]
-    child_env = {**env, **inbox.variables}
+    # A token of this hook's own: a late receipt of an earlier hook is refused, not counted.
+    child_env = {**env, **inbox.renew()}
     if plugin["root_reference"] == "environment":
         child_env[variable] = str(copy)
     else:
         command = command.replace("${" + variable + "}", str(copy))
     data, made = native_input(host, native, workspace)
-    unit = process_owner().start_unit("doctor-hook")
-    started = time.monotonic()
-    timed_out = False
+    bound = (
+        timeout if timeout is not None else get_spec().limit("doctor-hook-time")["maximum"] / 1000
+    )
     try:
-        environment = unit.environment(child_env)
-        process = subprocess.Popen(
-            unit.command(["sh", "-c", command], env=environment, cwd=str(workspace)),
-            env=environment,
+        ran = run_bounded(
+            ["sh", "-c", command],
+            env=child_env,
             cwd=workspace,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
+            seconds=bound,
+            stdin=json.dumps(data).encode(),
+            name="doctor-hook",
         )
-        unit.track(process.pid)
-        try:
-            out, err = process.communicate(json.dumps(data).encode(), timeout=timeout + 1)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            unit.kill()
-            out, err = process.communicate()
-    finally:
-        # A process stuck past SIGKILL: the hook's verdict below still stands.
-        with contextlib.suppress(UnitNotEnded):
-            unit.end()
-    took = time.monotonic() - started
+    except OSError as error:
+        return Check(check_id, "fail", f"{native} cannot be started: {error}", (f"$ {command}",))
     events = [e for r in inbox.take() for e in r.get("events", ()) if isinstance(e, dict)]
     kinds = [e.get("kind") for e in events]
-    stderr = [line for line in err.decode("utf-8", "replace").splitlines() if line.strip()]
+    said = (
+        "no timeout named: the host's default applies"
+        if timeout is None
+        else f"timeout {timeout:g} s"
+    )
+    status = "killed" if ran.timed_out else f"exit status {ran.returncode}"
     evidence = [
         f"$ {command}",
         f"input: {'made of hosts.toml keys' if made else 'recorded from the real CLI'}",
-        f"exit status {process.returncode} after {took * 1000:.0f} ms (timeout {timeout:g} s)",
+        f"{status} after {ran.seconds * 1000:.0f} ms ({said})",
         f"receipts: {', '.join(map(str, kinds)) or 'none'}",
-        *(f"stderr: {line}" for line in stderr[-STDERR_SHOWN:]),
+        *(f"stderr: {line}" for line in ran.stderr_lines()[-STDERR_SHOWN:]),
     ]
+    out = ran.stdout
+    timed_out = ran.timed_out or (timeout is not None and ran.seconds > timeout)
     answer = out.decode("utf-8", "replace").strip()
     if answer:
         evidence.append(f"answer: {answer[:300]}")
@@ -187,15 +196,15 @@ def _run_hook(
         return Check(
             check_id,
             "fail",
-            f"{native} did not answer within {timeout:g} s",
+            f"{native} did not answer within {min(bound, ran.seconds):.3g} s",
             tuple(evidence),
             "make the handler faster or raise its timeout",
         )
-    if process.returncode != 0:
+    if ran.returncode != 0:
         return Check(
             check_id,
             "fail",
-            f"{native} exited with status {process.returncode}",
+            f"{native} exited with status {ran.returncode}",
             tuple(evidence),
             "see its stderr; a hook must exit 0",
         )
@@ -213,8 +222,9 @@ def _run_hook(
                 "nothing may print to the hook's stdout but its answer",
             )
     if failure is not None:
-        error = failure.get("error") or {}
-        said = f"{error.get('name', 'error')}: {error.get('message', '')}".strip(": ")
+        given = failure.get("error")
+        raised = given if isinstance(given, dict) else {}
+        said = f"{raised.get('name', 'error')}: {raised.get('message', '')}".strip(": ")
         reached = "handler.start" in kinds
         if made and not reached:
             return Check(

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bundle_contract._bounded import run_bounded
+from bundle_contract._doctor._hooks import hook_commands
 from bundle_contract._doctor._report import Check
 from bundle_contract._error_bases import ContractError
 from bundle_contract._host_cli import cli_version
@@ -23,6 +25,7 @@ from bundle_contract._host_install import InstallPlan, install_plan
 from bundle_contract._host_plugin import host_row
 from bundle_contract._host_trust import host_home as trusted_home
 from bundle_contract._host_trust import plugin_hooks
+from bundle_contract._regular_file import read_regular_file
 from bundle_contract._spec import get_spec, plain
 
 OUTPUT_SHOWN = 300  # characters of a command's output quoted as evidence
@@ -72,11 +75,18 @@ def check_cli(host: str, env: Mapping[str, str], executable: str | None) -> Chec
 
 
 def read_record(record_file: Path) -> Mapping[str, Any] | None:
+    """The install record (plugin, scope, marketplace), or None for none or a damaged one."""
     try:
-        record = json.loads(record_file.read_text(encoding="utf-8"))
+        record = json.loads(
+            read_regular_file(record_file, get_spec().limit("doctor-read-bytes")["maximum"])
+        )
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) and "plugin" in record else None
+    if not isinstance(record, dict):
+        return None
+    strings = all(isinstance(record.get(k), str) for k in ("plugin", "scope"))
+    market = record.get("marketplace")
+    return record if strings and (market is None or isinstance(market, str)) else None
 
 
 def check_install(
@@ -91,24 +101,20 @@ def check_install(
     plan = install_plan(host, record["scope"], plugin=record["plugin"], root=str(published / host))
     doctor = plain(host_row(host)["doctor"])
     cwd = project if plan.scope == "project" else published
+    cwd = cwd if cwd.is_dir() else project
     shown = " ".join([os.path.basename(executable), *plan.listing])
+    seconds = get_spec().limit("attach-command-time")["maximum"] / 1000
     try:
-        done = subprocess.run(
-            [executable, *plan.listing],
-            env=dict(env),
-            cwd=cwd if cwd.is_dir() else project,
-            capture_output=True,
-            text=True,
-            timeout=get_spec().limit("attach-command-time")["maximum"] / 1000,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    except (OSError, subprocess.SubprocessError) as error:
+        ran = run_bounded([executable, *plan.listing], env=env, cwd=cwd, seconds=seconds)
+    except OSError as error:
         return Check("install", "fail", f"`{shown}` cannot run", (str(error),)), None
-    output = done.stdout + done.stderr
+    if ran.timed_out:
+        return Check("install", "fail", f"`{shown}` did not answer within {seconds:g} s"), None
+    stdout = ran.stdout.decode("utf-8", "replace")
+    output = stdout + ran.stderr.decode("utf-8", "replace")
     values = {"plugin": plan.plugin, "marketplace": plan.marketplace or ""}
-    entry = _listed(doctor, done.stdout, output, values)
-    evidence = [f"$ {shown}: exit status {done.returncode}"]
+    entry = _listed(doctor, stdout, output, values)
+    evidence = [f"$ {shown}: exit status {ran.returncode}"]
     reinstall = f"bundle-devkit install {project} --host {host}"
     if entry is None:
         evidence.append(_quote(output))
@@ -121,7 +127,7 @@ def check_install(
     copy = _copy(plan, doctor, entry, values, env)
     evidence.append(f"listed: {entry['id']}, enabled: {entry['enabled']}")
     evidence.append(f"the host runs the copy at {copy}" if copy else "the copy is not found")
-    found = Found(plan, record, copy, output, executable, cwd if cwd.is_dir() else project)
+    found = Found(plan, record, copy, output, executable, cwd)
     if not entry["enabled"]:
         return (
             Check(
@@ -171,21 +177,21 @@ def _listed(
                     "version": row.get(listing.get("version", ""), None),
                 }
         return None
+    marks = tuple(listing.get("marks", ()))
     head = listing["entry"].format(**values)
-    blocks = output.split("\n")
-    for index, line in enumerate(blocks):
-        if line.strip().startswith(head):
-            block = []
-            for later in blocks[index + 1 :]:
-                if later.strip().startswith(listing["entry"].split("{")[0]):
-                    break
-                block.append(later.strip())
-            path = next(
-                (b.removeprefix(listing["path"]) for b in block if b.startswith(listing["path"])),
-                None,
-            )
-            enabled = listing["enabled"] in block
-            return {"id": line.strip(), "enabled": enabled, "path": path, "version": None}
+    lines = [line.strip() for line in output.split("\n")]
+    for index, line in enumerate(lines):
+        mark = next((m for m in marks if line.startswith(m + " ")), None)
+        if mark is None or not line.removeprefix(mark).lstrip().startswith(head):
+            continue
+        block = []
+        for later in lines[index + 1 :]:
+            if any(later.startswith(m + " ") for m in marks):
+                break  # the next extension's block
+            block.append(later)
+        prefix = listing["path"]
+        path = next((b.removeprefix(prefix) for b in block if b.startswith(prefix)), None)
+        return {"id": line, "enabled": listing["enabled"] in block, "path": path, "version": None}
     return None
 
 
@@ -214,9 +220,26 @@ def check_trust(found: Found, env: Mapping[str, str]) -> Check:
         )
     try:
         hooks = plugin_hooks(plan, found.executable, env, found.cwd)
-    except (OSError, ContractError) as error:
-        said = error.message if isinstance(error, ContractError) else str(error)
+    except (OSError, ContractError, ValueError, KeyError, TypeError, AttributeError) as error:
+        said = (
+            error.message
+            if isinstance(error, ContractError)
+            else f"{type(error).__name__}: {error}"
+        )
         return Check("trust", "fail", "the host's hook trust could not be read", (said,))
+    try:
+        declared = len(hook_commands(plan.host, found.copy)) if found.copy is not None else 0
+    except ValueError:
+        declared = 0  # an unreadable hooks document is the hooks check's finding
+    if len(hooks) < declared:
+        return Check(
+            "trust",
+            "fail",
+            f"{plan.host} lists {len(hooks)} of the copy's {declared} hooks: "
+            "it will not run the others",
+            tuple(f"{hook.key}: listed" for hook in hooks),
+            "install again; if the host still does not list them, its hooks format has changed",
+        )
     evidence = [f"{hook.key}: {'trusted' if hook.trusted else 'NOT trusted'}" for hook in hooks]
     untrusted = [hook for hook in hooks if not hook.trusted]
     if untrusted:

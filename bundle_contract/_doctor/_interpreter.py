@@ -4,12 +4,13 @@ and imports every handler module from the copy's own sources, as the hooks will.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from bundle_contract._bounded import run_bounded
 from bundle_contract._build._layout import layout
 from bundle_contract._doctor._report import Check
+from bundle_contract._regular_file import read_regular_file
 from bundle_contract._spec import get_spec
 
 # Run by the copy's interpreter with -I: argv[1] the copy's sources, argv[2:] the modules.
@@ -49,39 +50,43 @@ def check_interpreter(copy: Path, modules: Iterable[str], env: Mapping[str, str]
     spec_layout = layout()
     script = copy / spec_layout.interpreter
     argv = ["sh", str(script), "-I", "-c", PROBE, str(copy / spec_layout.sources), *modules]
+    limit = get_spec().limit("doctor-read-bytes")["maximum"]
     try:
-        names = script.read_text(encoding="utf-8").strip().splitlines()[-1]
+        text = read_regular_file(script, limit).decode("utf-8", "replace").strip()
     except OSError as error:
         return Check(
             "interpreter",
             "fail",
-            f"the copy has no {spec_layout.interpreter}",
+            f"the copy has no {spec_layout.interpreter} it can run",
             (str(error),),
             "install again",
         )
-    evidence = [f"{spec_layout.interpreter}: {names}"]
+    evidence = [f"{spec_layout.interpreter}: {(text.splitlines() or ['(empty)'])[-1][:300]}"]
+    seconds = get_spec().limit("attach-command-time")["maximum"] / 1000
+    # Importing the handlers runs the user's code: in a process unit, bounded.
     try:
-        done = subprocess.run(
-            argv,
-            env=dict(env),
-            cwd=copy,
-            capture_output=True,
-            text=True,
-            timeout=get_spec().limit("attach-command-time")["maximum"] / 1000,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
+        ran = run_bounded(argv, env=env, cwd=copy, seconds=seconds, name="doctor-imports")
+    except OSError as error:
+        ran, said = None, str(error)
+    found = None
+    if ran is not None:
+        lines = ran.stdout.decode("utf-8", "replace").strip().splitlines()
+        try:
+            found = json.loads(lines[-1]) if lines else None
+        except ValueError:
+            found = None
+        said = "; ".join(ran.stderr_lines()[-3:]) or (
+            "killed at its time bound" if ran.timed_out else f"exit status {ran.returncode}"
         )
-        found = json.loads(done.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as error:
-        said = getattr(error, "stderr", None) or str(error)
+    if not isinstance(found, dict):
         return Check(
             "interpreter",
             "fail",
             "the interpreter the copy names does not run",
-            (*evidence, str(said)[-300:]),
+            (*evidence, said[-300:]),
             "point libexec/python at a Python that has bundle-devkit, then install again",
         )
-    evidence.append(f"{found['python']} (Python {found['version']})")
+    evidence.append(f"{found.get('python')} (Python {found.get('version')})")
     if not found.get("bundle_contract"):
         return Check(
             "interpreter",
@@ -91,10 +96,9 @@ def check_interpreter(copy: Path, modules: Iterable[str], env: Mapping[str, str]
             "install bundle-devkit into that Python, or rebuild with one that has it",
         )
     evidence.append(f"bundle_contract from {found['bundle_contract']}")
-    broken = {name: error for name, error in found["modules"].items() if error}
-    evidence.extend(
-        f"import {name}: {error or 'ok'}" for name, error in sorted(found["modules"].items())
-    )
+    imported = found.get("modules") or {}
+    broken = {name: error for name, error in imported.items() if error}
+    evidence.extend(f"import {name}: {error or 'ok'}" for name, error in sorted(imported.items()))
     if broken:
         return Check(
             "interpreter",
@@ -106,7 +110,7 @@ def check_interpreter(copy: Path, modules: Iterable[str], env: Mapping[str, str]
     return Check(
         "interpreter",
         "pass",
-        f"Python {found['version']} imports bundle_contract and "
-        f"{len(found['modules'])} handler module(s)",
+        f"Python {found.get('version')} imports bundle_contract and "
+        f"{len(imported)} handler module(s)",
         tuple(evidence),
     )

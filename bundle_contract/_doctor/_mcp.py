@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -57,6 +58,12 @@ def _resolved(
     return fill(str(entry["command"])), [fill(str(a)) for a in entry.get("args", ())], env, cwd
 
 
+def check_id(name: str) -> str:
+    """`mcp:<name>`, the name as DoctorReport.json's check ids allow it (other characters made
+    `_`, cut to 64): the evidence quotes the name as it is."""
+    return "mcp:" + (re.sub(r"[^A-Za-z0-9_.@/-]", "_", name)[:64] or "_")
+
+
 def check_mcp(host: str, copy: Path, env: Mapping[str, str]) -> list[Check]:
     try:
         servers = mcp_servers(host, copy)
@@ -75,7 +82,7 @@ def check_mcp(host: str, copy: Path, env: Mapping[str, str]) -> list[Check]:
         if not isinstance(entry.get("command"), str):
             checks.append(
                 Check(
-                    f"mcp:{name}",
+                    check_id(name),
                     "skip",
                     f"{name} is not a stdio server",
                     (json.dumps(entry)[:300],),
@@ -86,7 +93,7 @@ def check_mcp(host: str, copy: Path, env: Mapping[str, str]) -> list[Check]:
         if not isinstance(args, list) or not isinstance(extra, dict):
             checks.append(
                 Check(
-                    f"mcp:{name}",
+                    check_id(name),
                     "fail",
                     f"{name}'s entry has args or env of the wrong type",
                     (json.dumps(entry)[:300],),
@@ -125,7 +132,7 @@ def _check_server(
     evidence.extend(f"stderr: {line}" for line in stderr[-STDERR_SHOWN:])
     if tools is None:
         return Check(
-            f"mcp:{name}",
+            check_id(name),
             "fail",
             f"the MCP server {name} did not list its tools: {error}",
             tuple(evidence),
@@ -133,7 +140,7 @@ def _check_server(
         )
     evidence.append("tools: " + (", ".join(tools) or "none"))
     return Check(
-        f"mcp:{name}", "pass", f"{name} started and listed {len(tools)} tool(s)", tuple(evidence)
+        check_id(name), "pass", f"{name} started and listed {len(tools)} tool(s)", tuple(evidence)
     )
 
 

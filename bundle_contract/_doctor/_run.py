@@ -26,6 +26,7 @@ from bundle_contract._doctor._interpreter import check_interpreter, handler_modu
 from bundle_contract._doctor._mcp import check_mcp
 from bundle_contract._doctor._report import Check, DoctorReport
 from bundle_contract._doctor._skills import check_skills
+from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import InstallBuildFailed
 from bundle_contract._host_attach import plugin_name
 from bundle_contract._host_install import install_row
@@ -40,6 +41,9 @@ from bundle_contract._install import (
     state_published,
 )
 from bundle_contract._owner import process_owner
+from bundle_contract._regular_file import read_regular_file
+from bundle_contract._spec import get_spec
+from bundle_contract._validation import validate
 
 # What each check needs that an earlier one may not have found.
 NEEDS_COPY = ("trust", "files", "interpreter", "hooks", "mcp", "skills")
@@ -65,14 +69,24 @@ def doctor_bundle(
 def keep_report(report: DoctorReport) -> None:
     """Keep `report` as the host's last (`<state>/doctor/<host>.json`, replaced atomically):
     a running server's notice ledger takes its findings from there. Best effort: a state root
-    that cannot be written loses the record, never the report."""
+    that cannot be written, or a `doctor` directory that is a link (nothing of ours is written
+    through one), loses the record, never the report."""
     directory = state_published(Path(report.project)).parent / layout().doctor_reports
     data = json.dumps(report.to_json(), indent=1).encode() + b"\n"
     with contextlib.suppress(OSError):
         directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory, delete=False, suffix=".tmp") as handle:
-            handle.write(data)
-        os.replace(handle.name, directory / f"{report.host}.json")
+        if directory.is_symlink() or not directory.is_dir():
+            return
+        temporary = None
+        try:
+            with tempfile.NamedTemporaryFile(dir=directory, delete=False, suffix=".tmp") as handle:
+                temporary = handle.name
+                handle.write(data)
+            os.replace(temporary, directory / f"{report.host}.json")
+        finally:
+            if temporary is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temporary)
 
 
 def _diagnose(
@@ -148,9 +162,11 @@ def _copy_checks(
     assert found.copy is not None
     copy = found.copy
     try:
-        installed = json.loads(manifest_path(published, host).read_bytes())
-    except (OSError, ValueError):
-        installed = None
+        limit = get_spec().limit("doctor-read-bytes")["maximum"]
+        installed = json.loads(read_regular_file(manifest_path(published, host), limit))
+        validate("ArtifactManifest.json", installed)
+    except (OSError, ValueError, ContractError):
+        installed = None  # none kept, or damaged: the copy is compared with the fresh build
     # The interpreter probe, the hooks (one after another: they share one receipt inbox) and
     # the MCP servers run the user's code in processes of their own: side by side.
     with ThreadPoolExecutor(4) as pool:

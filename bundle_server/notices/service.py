@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from stat import S_ISREG
 from typing import Any
 
 from bundle_contract._error_bases import ContractError
 from bundle_contract._notices._ledger import NoticeLedger
 from bundle_contract._notices._retention import NoticeRetention
-from bundle_contract._notices._state import Notice
+from bundle_contract._notices._state import Notice, timestamp_ms
+from bundle_contract._regular_file import open_regular_file
+from bundle_contract._spec import get_spec
 from bundle_contract._validation import validate
 from bundle_server._streams.sequenced import Record, SequencedHub
 from bundle_server.notices.sources import (
@@ -107,7 +109,7 @@ class NoticeService:
             self.ledger.close()
 
     def _follow(self, directory: Path, every: float) -> None:
-        seen: dict[Path, tuple[int, int]] = {}
+        seen: dict[Path, tuple[int, int, int]] = {}
         while not self._closed.is_set():
             try:
                 self._take_reports(directory, seen)
@@ -115,30 +117,60 @@ class NoticeService:
                 log.warning("doctor reports in %s not taken", directory, exc_info=True)
             self._closed.wait(every)
 
-    def _take_reports(self, directory: Path, seen: dict[Path, tuple[int, int]]) -> None:
+    def _take_reports(self, directory: Path, seen: dict[Path, tuple[int, int, int]]) -> None:
         try:
             paths = sorted(directory.glob("*.json"))
         except OSError:
             return
+        limit = get_spec().limit("doctor-read-bytes")["maximum"]
         for path in paths:
+            # Never through a link, never waiting on a FIFO, never more than the limit.
             try:
-                stat = path.lstat()
+                fd = open_regular_file(path)
             except OSError:
                 continue
-            stamp = (stat.st_mtime_ns, stat.st_size)
-            if seen.get(path) == stamp or not S_ISREG(stat.st_mode):
-                continue
-            seen[path] = stamp
+            with os.fdopen(fd, "rb") as handle:
+                info = os.fstat(fd)
+                stamp = (info.st_ino, info.st_mtime_ns, info.st_size)
+                if seen.get(path) == stamp:
+                    continue
+                seen[path] = stamp
+                data = handle.read(limit + 1)
             try:
-                report = json.loads(path.read_bytes())
+                if len(data) > limit:
+                    raise ValueError(f"larger than {limit} bytes")
+                report = json.loads(data)
                 validate("DoctorReport.json", report)
-            except (OSError, ValueError, ContractError) as error:
+            except (ValueError, ContractError) as error:
                 log.warning("doctor report %s not taken: %s", path, error)
                 continue
             if self._closed.is_set():
                 return
-            open_keys = [notice["key"] for notice in self.ledger.notices("open")]
-            self.apply(from_doctor_report(report, open_keys))
+            self.apply(self._not_dismissed(report, info.st_mtime_ns // 1_000_000))
+
+    def _not_dismissed(self, report: Mapping[str, Any], written_ms: int) -> list[Change]:
+        """The report's changes, less the findings the user dismissed after it was written (a
+        restarted server reads the same report again: it must not reopen them)."""
+        latest: dict[str, Notice] = {}
+        for notice in self.ledger.notices("all"):
+            if (
+                notice["key"] not in latest
+                or notice["openedAt"] > latest[notice["key"]]["openedAt"]
+            ):
+                latest[notice["key"]] = notice
+        open_keys = [key for key, notice in latest.items() if notice["state"] == "open"]
+        changes = []
+        for change in from_doctor_report(report, open_keys):
+            last = latest.get(change.key)
+            dismissed = (
+                isinstance(change, Report)
+                and last is not None
+                and last["state"] == "dismissed"
+                and timestamp_ms(last["closedAt"]) >= written_ms
+            )
+            if not dismissed:
+                changes.append(change)
+        return changes
 
     def _same_as_open(self, change: Report) -> bool:
         found = self.ledger.open_notice(change.key)

@@ -22,6 +22,7 @@ from typing import Any
 
 LINK_CODE = "BX4901"  # errors.toml LinkNotShipped
 PATHS_KEPT = 20  # Notice.json details.paths maxItems
+KEY_CHARS = 200  # Notice.json key maxLength
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,9 @@ def from_doctor_report(report: Mapping[str, Any], open_keys: Collection[str]) ->
     host = str(report["host"])
     prefix = f"doctor:{host}:"
     failing = {
-        prefix + check["id"]: check for check in report["checks"] if check["status"] == "fail"
+        (prefix + check["id"])[:KEY_CHARS]: check
+        for check in report["checks"]
+        if check["status"] == "fail"
     }
     changes: list[Change] = [
         Report(
