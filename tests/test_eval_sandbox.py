@@ -317,9 +317,12 @@ def test_an_interrupted_command_leaves_nothing(tmp_path: Path) -> None:
     worker = threading.Thread(target=lambda: ran.append(commands.run(command)))
     worker.start()
     deadline = time.monotonic() + 10
-    while not (tmp_path / f"{mark}.pid").exists() and time.monotonic() < deadline:
+    written = tmp_path / f"{mark}.pid"
+    # The escaper writes its pid with `echo`: the file exists, empty, before the number is in.
+    while not (written.exists() and written.read_text().strip()):
+        assert time.monotonic() < deadline, "the command never started"
         time.sleep(0.02)
-    pid = int((tmp_path / f"{mark}.pid").read_text())
+    pid = int(written.read_text())
     assert pid in survivors(mark)  # pids in the box are this machine's: no PID namespace
     stopped.set()
     worker.join(10)
