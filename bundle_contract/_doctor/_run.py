@@ -25,6 +25,7 @@ from bundle_contract._doctor._installed import (
 from bundle_contract._doctor._interpreter import check_interpreter, handler_modules
 from bundle_contract._doctor._mcp import check_mcp
 from bundle_contract._doctor._report import Check, DoctorReport
+from bundle_contract._doctor._settings import check_settings
 from bundle_contract._doctor._skills import check_skills
 from bundle_contract._generated.errors import InstallBuildFailed
 from bundle_contract._host_attach import plugin_name
@@ -42,7 +43,7 @@ from bundle_contract._install import (
 from bundle_contract._owner import process_owner
 
 # What each check needs that an earlier one may not have found.
-NEEDS_COPY = ("trust", "files", "interpreter", "hooks", "mcp", "skills")
+NEEDS_COPY = ("trust", "settings", "files", "interpreter", "hooks", "mcp", "skills")
 
 
 def doctor_bundle(
@@ -132,7 +133,7 @@ def _diagnose(
     checks.append(install)
     if copy is None or copy.copy is None or not copy.copy.is_dir():
         return DoctorReport(host, str(root), (*checks, *_skipped("the host's copy is not found")))
-    checks.extend(_copy_checks(host, copy, child_env, config, current, published, reinstall))
+    checks.extend(_copy_checks(host, copy, child_env, config, current, published, reinstall, root))
     return DoctorReport(host, str(root), tuple(checks))
 
 
@@ -144,6 +145,7 @@ def _copy_checks(
     current: Mapping[str, Any],
     published: Path,
     reinstall: str,
+    project: Path,
 ) -> list[Check]:
     assert found.copy is not None
     copy = found.copy
@@ -158,7 +160,8 @@ def _copy_checks(
         interpreter = pool.submit(check_interpreter, copy, handler_modules(config), env)
         hooks = pool.submit(check_hooks, host, copy, env)
         servers = pool.submit(check_mcp, host, copy, env)
-        checks = [trust.result(), check_files(host, copy, installed, current, reinstall)]
+        checks = [trust.result(), check_settings(found, env, project)]
+        checks.append(check_files(host, copy, installed, current, reinstall))
         checks.append(interpreter.result())
         checks.extend(hooks.result())
         checks.extend(servers.result())
