@@ -17,11 +17,14 @@ import pytest
 
 from bundle_contract import validate
 from bundle_contract._build._scaffold import main
-from bundle_contract._doctor import DoctorReport, doctor_bundle
+from bundle_contract._doctor import Check, DoctorReport, doctor_bundle
 from bundle_contract._doctor._hooks import check_hooks
-from bundle_contract._doctor._installed import check_cli
+from bundle_contract._doctor._installed import Found, check_cli
 from bundle_contract._doctor._mcp import check_mcp
+from bundle_contract._doctor._settings import check_settings
 from bundle_contract._generated.errors import InstallHostUnsupported
+from bundle_contract._host_install import install_plan
+from bundle_contract._host_plugin import host_row
 from bundle_contract._install import install_bundle
 from tests._real_hosts import CLIS, base_env, missing_cli
 
@@ -50,6 +53,19 @@ def statuses(report: DoctorReport) -> dict[str, str]:
 def the_copy(report: DoctorReport) -> Path:
     line = next(e for e in report.check("install").evidence if e.startswith(COPY_LINE))
     return Path(line.removeprefix(COPY_LINE))
+
+
+def merge_json(path: Path, **keys: object) -> None:
+    """Set (a value) or remove (None) top-level keys of the JSON object at `path`."""
+    data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    data.update(keys)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({k: v for k, v in data.items() if v is not None}, indent=2))
+
+
+def names(check: Check, *parts: str) -> bool:
+    """Some evidence line of `check` holds every one of `parts`."""
+    return any(all(part in line for part in parts) for line in check.evidence)
 
 
 def hook_checks(report: DoctorReport) -> list[str]:
@@ -81,6 +97,7 @@ def test_doctor_finds_the_install_healthy_then_names_each_injected_fault(
         "cli",
         "build",
         "install",
+        "settings",
         "files",
         "interpreter",
         "mcp:safe-shell",
@@ -264,3 +281,144 @@ def test_an_mcp_document_the_host_cannot_read_is_a_finding(
     (tmp_path / ".mcp.json").write_text(document)
     (check,) = check_mcp("host_a", tmp_path, {})
     assert check.status == "fail" and said in check.summary
+
+
+# --- host settings that turn the plugin's hooks off ---------------------------------------------
+
+
+def test_claude_code_s_disable_all_hooks_fails_the_settings_check(
+    project: Path, tmp_path: Path
+) -> None:
+    if reason := missing_cli("host_a"):
+        pytest.skip(reason)
+    env = host_env("host_a", tmp_path / "run")
+    install_bundle(project, "host_a", env=env)
+    user = Path(env["HOME"]) / ".claude" / "settings.json"  # the install wrote it
+    merge_json(user, disableAllHooks=True)
+    off = doctor_bundle(project, "host_a", env=env).check("settings")
+    assert off.status == "fail", off
+    assert "disableAllHooks = true" in off.summary and str(user) in off.summary
+    assert names(off, str(user), "disableAllHooks = true", "host_a runs no hooks")
+    assert off.fix == f"remove disableAllHooks from {user}"
+    assert names(off, str(project / ".claude" / "settings.local.json"), "absent")
+
+    merge_json(user, disableAllHooks=None)
+    on = doctor_bundle(project, "host_a", env=env)
+    assert on.check("settings").status == "pass", on.check("settings")
+    assert names(on.check("settings"), str(user), "disableAllHooks not set")
+    assert on.healthy, on.render()
+
+
+def test_codex_s_hooks_feature_and_hook_state_fail_the_settings_check(
+    project: Path, tmp_path: Path
+) -> None:
+    if reason := missing_cli("host_b"):
+        pytest.skip(reason)
+    env = host_env("host_b", tmp_path / "run")
+    install_bundle(project, "host_b", env=env)
+    config = Path(env["CODEX_HOME"]) / "config.toml"  # the install wrote it
+    installed = config.read_text(encoding="utf-8")
+    entry = "safe-shell@safe-shell-local:hooks/hooks.json:pre_tool_use:0:0"
+    config.write_text(
+        f'{installed}\n[features]\nhooks = false\n\n[hooks.state."{entry}"]\nenabled = false\n',
+        encoding="utf-8",
+    )
+    off = doctor_bundle(project, "host_b", env=env).check("settings")
+    assert off.status == "fail", off
+    assert names(off, str(config), "features.hooks = false", "host_b runs no hooks")
+    assert names(off, str(config), f'hooks.state."{entry}".enabled = false')
+    assert off.fix is not None and f"remove features.hooks from {config}" in off.fix
+
+    config.write_text(installed, encoding="utf-8")
+    on = doctor_bundle(project, "host_b", env=env).check("settings")
+    assert on.status == "pass", on
+    assert names(on, str(config), "features.hooks not set")
+
+
+def test_gemini_s_hooks_config_fails_the_settings_check(project: Path, tmp_path: Path) -> None:
+    if reason := missing_cli("host_c"):
+        pytest.skip(reason)
+    env = host_env("host_c", tmp_path / "run")
+    install_bundle(project, "host_c", env=env)
+    home = Path(env["GEMINI_CLI_HOME"])
+    # Gemini names an extension's hook by its command with ${extensionPath} (the copy it runs)
+    # filled in.
+    copy = home / host_row("host_c")["attach"]["installed"].format(plugin="safe-shell")
+    before_tool = f'sh "{copy}"/hooks/BeforeTool'
+    user = home / ".gemini" / "settings.json"
+    workspace = project / ".gemini" / "settings.json"
+    merge_json(user, hooksConfig={"disabled": [before_tool, "someone else's hook"]})
+    merge_json(workspace, hooksConfig={"enabled": False})
+    report = doctor_bundle(project, "host_c", env=env)
+    assert the_copy(report) == copy
+    off = report.check("settings")
+    assert off.status == "fail", off
+    assert names(off, str(user), "hooksConfig.disabled lists", before_tool, "(BeforeTool)")
+    assert names(off, str(workspace), "hooksConfig.enabled = false", "host_c runs no hooks")
+    assert off.fix is not None
+    assert f"take the plugin's hooks out of hooksConfig.disabled in {user}" in off.fix
+    assert f"remove hooksConfig.enabled from {workspace}" in off.fix
+
+    merge_json(user, hooksConfig=None)
+    workspace.unlink()
+    on = doctor_bundle(project, "host_c", env=env).check("settings")
+    assert on.status == "pass", on
+    assert names(on, str(user), "hooksConfig.disabled not set")
+
+
+def test_the_settings_switches_follow_each_host_s_precedence(tmp_path: Path) -> None:
+    """Without a CLI: the check over made-up files, as each host merges them."""
+    home, project, copy = tmp_path / "home", tmp_path / "project", tmp_path / "copy"
+    env = {"HOME": str(home)}
+
+    def settings(host: str) -> Check:
+        plan = install_plan(host, None, plugin="demo", root=str(tmp_path / "published"))
+        found = Found(plan, {}, copy, "", "cli", project)
+        return check_settings(found, env, project)
+
+    # Claude Code: user, then project, then local; the last that sets the switch decides.
+    user = home / ".claude" / "settings.json"
+    merge_json(user, disableAllHooks=True)
+    merge_json(project / ".claude" / "settings.json", disableAllHooks=False)
+    assert settings("host_a").status == "pass"
+    local = project / ".claude" / "settings.local.json"
+    merge_json(local, disableAllHooks=True)
+    off = settings("host_a")
+    assert off.status == "fail" and off.fix == f"remove disableAllHooks from {user} and {local}"
+    merge_json(local, disableAllHooks=1)  # not a boolean: Claude does not count it
+    assert settings("host_a").status == "pass"
+    local.write_text("{ not json")
+    unread = settings("host_a")
+    assert unread.status == "warn" and names(unread, str(local), "not read")
+
+    # Codex: the canonical key wins over its legacy one, and a project's over the user's.
+    codex = home / ".codex" / "config.toml"
+    codex.parent.mkdir(parents=True)
+    codex.write_text("[features]\ncodex_hooks = false\nhooks = true\n")
+    assert settings("host_b").status == "pass"
+    (project / ".codex").mkdir()
+    (project / ".codex" / "config.toml").write_text("features.codex_hooks = false\n")
+    assert settings("host_b").status == "pass"
+    (project / ".codex" / "config.toml").write_text("features.hooks = false\n")
+    assert settings("host_b").status == "fail"
+    codex.write_text('[hooks.state."other@elsewhere:hooks/hooks.json:stop:0:0"]\nenabled = false\n')
+    (project / ".codex" / "config.toml").unlink()
+    assert settings("host_b").status == "pass"  # another plugin's hook
+
+    # Gemini: JSON with comments; a hook named by its `name`, else its filled-in command.
+    (copy / "hooks").mkdir(parents=True)
+    hooks = {
+        "BeforeTool": [{"hooks": [{"type": "command", "command": 'sh "${extensionPath}"/x'}]}],
+        "AfterAgent": [{"hooks": [{"type": "command", "command": "y", "name": "named"}]}],
+    }
+    (copy / "hooks" / "hooks.json").write_text(json.dumps({"hooks": hooks}))
+    gemini = home / ".gemini" / "settings.json"
+    gemini.parent.mkdir(parents=True)
+    gemini.write_text(
+        '{\n  // off\n  "hooksConfig": {"disabled": ["sh \\"${extensionPath}\\"/x", "y"]}\n}'
+    )
+    assert settings("host_c").status == "pass"  # the raw command and a named hook's command
+    gemini.write_text(json.dumps({"hooksConfig": {"disabled": [f'sh "{copy}"/x', "named"]}}))
+    off = settings("host_c")
+    assert off.status == "fail"
+    assert names(off, "(BeforeTool)") and names(off, "'named' (AfterAgent)")

@@ -25,6 +25,7 @@ from bundle_contract._doctor._installed import (
 from bundle_contract._doctor._interpreter import check_interpreter, handler_modules
 from bundle_contract._doctor._mcp import check_mcp
 from bundle_contract._doctor._report import Check, DoctorReport
+from bundle_contract._doctor._settings import check_settings
 from bundle_contract._doctor._skills import check_skills
 from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import InstallBuildFailed
@@ -46,7 +47,7 @@ from bundle_contract._spec import get_spec
 from bundle_contract._validation import validate
 
 # What each check needs that an earlier one may not have found.
-NEEDS_COPY = ("trust", "files", "interpreter", "hooks", "mcp", "skills")
+NEEDS_COPY = ("trust", "settings", "files", "interpreter", "hooks", "mcp", "skills")
 
 
 def doctor_bundle(
@@ -146,7 +147,7 @@ def _diagnose(
     checks.append(install)
     if copy is None or copy.copy is None or not copy.copy.is_dir():
         return DoctorReport(host, str(root), (*checks, *_skipped("the host's copy is not found")))
-    checks.extend(_copy_checks(host, copy, child_env, config, current, published, reinstall))
+    checks.extend(_copy_checks(host, copy, child_env, config, current, published, reinstall, root))
     return DoctorReport(host, str(root), tuple(checks))
 
 
@@ -158,6 +159,7 @@ def _copy_checks(
     current: Mapping[str, Any],
     published: Path,
     reinstall: str,
+    project: Path,
 ) -> list[Check]:
     assert found.copy is not None
     copy = found.copy
@@ -176,7 +178,8 @@ def _copy_checks(
         expected = sum(1 for hook in declared if hook.get("host") == host)
         hooks = pool.submit(check_hooks, host, copy, env, expected)
         servers = pool.submit(check_mcp, host, copy, env)
-        checks = [trust.result(), check_files(host, copy, installed, current, reinstall)]
+        checks = [trust.result(), check_settings(found, env, project)]
+        checks.append(check_files(host, copy, installed, current, reinstall))
         checks.append(interpreter.result())
         checks.extend(hooks.result())
         checks.extend(servers.result())
