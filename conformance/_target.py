@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from conformance import _expect
 from conformance._decisions import PROFILES, unknown
+from conformance._receipt import SESSION, placeholders, template_problem
 
 PUBLISH = ("receipt", "command")
 # The routes a target names for the invocation checks (Target fields, target-file keys).
@@ -110,10 +111,14 @@ class Target:
             if getattr(self, name) is not None and self.mcp_server is None:
                 raise ValueError(f"{name} names a tool of mcp_server: name the server too")
         self.mcp_argument_values()  # ValueError unless a JSON object
+        if self.receipt_template is not None and template_problem(self.receipt_template):
+            raise ValueError(f"receipt_template: {template_problem(self.receipt_template)}")
         implied = {
             "cookie-name": self.cookie is not None,
             "receipt-auth": self.receipt_auth is not None,
             "receipt-shape": self.receipt_template is not None,
+            # The template's {sessionId} says where the BUNDLE_DEV_SESSION value goes.
+            "receipt-session": SESSION in placeholders(self.receipt_template or {}),
             "publish": self.publish is not None or bool(self.publish_command),
         }
         found = PROFILES[self.profile] | self.declared | {k for k, v in implied.items() if v}

@@ -61,7 +61,8 @@ RECORD_FIELDS: dict[str, tuple[str, ...]] = {
     "prompt": ("HS-011",),
     "restartOf": ("HS-012",),
     "traceSessionId": ("HS-013",),
-    "authority": ("HS-014", "HS-015"),
+    "authority": ("HS-014",),
+    "authority.projectRoot": ("HS-015",),
 }
 # Problems not tied to one field are the state-dependent rules: terminal-only fields.
 RECORD_FALLBACK = ("HS-005", "HS-006", "HS-007")
@@ -159,12 +160,13 @@ def launch_host(ctx: Context) -> str:
 
 
 def check_record(ctx: Context, record: Any, what: str, wanted: tuple[str, ...]) -> bool:
-    """HostSession.json problems of `record`, each failed under the ids of its field."""
-    found = problems("HostSession.json", record)
+    """HostSession.json problems of `record` (as the target is held to it: the seed's part,
+    and the decisions it follows), each failed under the ids of its field."""
+    found = ctx.problems("HostSession.json", record)
     for problem in found:
         ids = ids_for(problem, RECORD_FIELDS, RECORD_FALLBACK)
         ids = tuple(i for i in ids if i in wanted) or tuple(i for i in wanted if i in ctx.ids)
-        ctx.fail(f"{what}: {problem}"[:300], *ids)
+        ctx.fail(f"{what}: {problem}", *ids)
     return not found
 
 
@@ -304,8 +306,8 @@ def frame_data(ctx: Context, item: Item, schema: str) -> dict[str, Any] | None:
         ctx.fail(f"`{item.name}` data is not a JSON object", "HS-040")
         return None
     ids = {"state": "HS-041", "output": "HS-042", "end": "HS-043"}[str(item.name)]
-    for problem in problems(schema, data):
-        ctx.fail(f"`{item.name}` data: {problem}"[:300], ids)
+    for problem in ctx.problems(schema, data):
+        ctx.fail(f"`{item.name}` data: {problem}", ids)
     return data
 
 
@@ -330,14 +332,14 @@ FRAMES["end"] = "SessionEndFrame.json"
 def session_list(ctx: Context) -> None:
     """GET /api/sessions is `{sessions, hosts}`; each host kind's availability conforms."""
     body = listing(ctx)
-    for problem in problems("SessionList.json", body):
-        where = problem.split(":", 1)[0]
+    for problem in ctx.problems("SessionList.json", body):
+        where = problem.path
         if where.startswith("$.hosts["):
-            inner = "$" + where.split("]", 1)[1] + ":" + problem.split(":", 1)[1]
+            inner = "$" + where.split("]", 1)[1] + ": " + problem.rule
             ids = ids_for(inner, AVAILABILITY_FIELDS, ("HS-026",))
-            ctx.fail(f"hosts: {problem}"[:300], *ids)
+            ctx.fail(f"hosts: {problem}", *ids)
         else:
-            ctx.fail(f"session list: {problem}"[:300], "HS-026")
+            ctx.fail(f"session list: {problem}", "HS-026")
     hosts = body.get("hosts") if isinstance(body, dict) else None
     if isinstance(hosts, list):
         kinds = {h.get("host") for h in hosts if isinstance(h, dict)}
