@@ -64,8 +64,8 @@ def workbench_server(
     env: dict[str, str] | None = None,
 ) -> Iterator[WorkbenchServer]:
     """The server on `root`/project (made on first use, reused after), on `port` (0: free).
-    `members` adds config members (`dev` ones beside the hosts), `files` project files; `env`
-    is the server's environment (the test's own by default)."""
+    `members` adds config members (`dev` ones beside the hosts, a `dev.hosts` in place of
+    them), `files` project files, `env` the server's environment (default: the tests')."""
     hosts = {
         "host_a": host("raw", "ready", "split", "winsize", "echo"),
         "host_b": host("raw", "yes"),

@@ -177,7 +177,10 @@ def test_installed_wheel_loads_spec(python: Path, tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
 
     run("-m", "bundle_contract._build._scaffold", "new", str(project))
-    assert (project / "safe_shell" / "hooks.py").is_file() and not (project / ".bundle").exists()
+    assert (project / "new_bundle" / "hooks.py").is_file() and not (project / ".bundle").exists()
+    # The same template as a checkout's: its eval suite and fixtures too, named after the project.
+    assert (project / "evals" / "new-bundle.json").is_file()
+    assert (project / "evals" / "fixtures" / "project" / "src" / "main.py").is_file()
     run("-m", "bundle_contract._build._cli", str(project), "--out", str(tmp_path / "out"))
     assert (tmp_path / "out" / "bundle.manifest.json").is_file()
 
