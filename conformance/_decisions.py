@@ -72,6 +72,8 @@ DECISIONS: dict[str, Decision] = {
                 "RouteList.json",
                 "HandlerReference.json",
                 "TraceReplayGap.json#/properties/droppedBySource",
+                "HostAvailability.json#/properties/targeted",
+                "HostAvailability.json#/properties/setup",
             ),
         ),
         Decision(
