@@ -72,16 +72,22 @@ def vocabulary_resource(spec: Spec) -> Schema:
     }
     # The seeds name the host kinds (host_a, host_b, ...) and the event families; the other
     # members (our error codes, handler events, skill sigils) are ours, as is the resource.
-    seeded = {"hostKind", "sessionHost"}
+    seeded = {"hostKind"}
     if all(f["source"] == "seed" for f in spec.rows("events", "family")):
         seeded.add("family")
+    found: dict[str, Schema] = {
+        name: {"x-source": "seed", "enum": members} if name in seeded else {"enum": members}
+        for name, members in defs.items()
+    }
+    found["sessionHost"] = {
+        "x-source": "decision",
+        "x-why": "seed 000 names host_a and host_b as the create body's host kinds (hosts.toml"
+        " seed_named); sessions of another host kind are our decision",
+        "x-seed": {"type": "string"},
+        "enum": defs["sessionHost"],
+    }
     return _resource(
-        "Vocabulary",
-        "Enumerations whose members are rows of the spec/ tables.",
-        {
-            name: {"x-source": "seed", "enum": members} if name in seeded else {"enum": members}
-            for name, members in defs.items()
-        },
+        "Vocabulary", "Enumerations whose members are rows of the spec/ tables.", found
     )
 
 
