@@ -43,6 +43,7 @@ class Decision:
     schemas: tuple[str, ...] = ()  # the schema parts it owns: "Doc.json" or "Doc.json#/pointer"
     keywords: tuple[str, ...] = ()  # decided keywords (x-decided) it owns where no part claims
     rows: tuple[str, ...] = ()  # DESIGN.md rows it stands for (instead of `design`)
+    implies: tuple[str, ...] = ()  # decisions it is stated in terms of (followed with it)
 
 
 DECISIONS: dict[str, Decision] = {
@@ -245,6 +246,15 @@ DECISIONS: dict[str, Decision] = {
             ),
         ),
         Decision(
+            "session-hosts",
+            "which host kinds have host sessions beyond the two the seed names",
+            "host_a, host_b and host_c (hosts.toml [host.session]); the session list gives the"
+            " availability of each",
+            "the list gives the availability of host_a and host_b (hosts.toml seed_named), and"
+            " a session's `host` need only be a string",
+            schemas=("Vocabulary.json#/$defs/sessionHost",),
+        ),
+        Decision(
             "session-authority",
             "the key name of the host plugin install destination inside a session's"
             " `authority`, and whether it holds other keys",
@@ -261,6 +271,7 @@ DECISIONS: dict[str, Decision] = {
             " never both",
             "`endedAt`, `exitCode` and `signal` are only held absent from a running session",
             schemas=("HostSession.json#/else",),
+            implies=("session-states",),  # "not running" is told by our state values
         ),
         Decision(
             "value-formats",
@@ -358,6 +369,19 @@ def owner(document: str, pointer: str, keyword: str | None = None) -> str:
         if keyword is not None and keyword in decision.keywords:
             return decision.name
     return OTHER_SCHEMA_RULES
+
+
+def closure(names: frozenset[str] | set[str]) -> frozenset[str]:
+    """`names` with every decision they imply (a decision stated in terms of another)."""
+    found = set(names)
+    todo = list(found)
+    while todo:
+        decision = DECISIONS.get(todo.pop())
+        for implied in decision.implies if decision is not None else ():
+            if implied not in found:
+                found.add(implied)
+                todo.append(implied)
+    return frozenset(found)
 
 
 def standing_for(requirement: str) -> list[str]:

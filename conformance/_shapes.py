@@ -4,8 +4,9 @@ Every schema under spec/schemas says whose each of its parts is:
 
 - `"x-source": "seed"` or `"decision"` on a node (a document, a property, a branch): whose the
   node is; a node without it is its parent's. A decision node may carry `"x-seed"`: what the
-  seeds do state of it (a schema, `{}` for nothing beyond the key). A property whose node is a
-  decision without `x-seed` is ours altogether, its key included.
+  seeds do state of it (a schema, `{}` for nothing beyond the key; never stricter than the
+  node, so a value valid under the whole schema is valid under every view). A property whose
+  node is a decision without `x-seed` is ours altogether, its key included.
 - `"x-decided": [keyword, ...]` on a seed node: those keywords of it are ours, e.g.
   `additionalProperties` (the seed lists fields, not that there are no others).
 

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from conformance import _expect
-from conformance._decisions import PROFILES, unknown
+from conformance._decisions import PROFILES, closure, unknown
 from conformance._receipt import SESSION, placeholders, template_problem
 
 PUBLISH = ("receipt", "command")
@@ -127,7 +127,7 @@ class Target:
             "publish": self.publish is not None or bool(self.publish_command),
         }
         found = PROFILES[self.profile] | self.declared | {k for k, v in implied.items() if v}
-        object.__setattr__(self, "decisions", frozenset(found))
+        object.__setattr__(self, "decisions", closure(found))
         parts = urlsplit(self.url)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"the kit checks plain http servers: {self.url!r}")

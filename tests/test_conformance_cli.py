@@ -471,6 +471,7 @@ def test_the_decisions_command_names_the_checks_that_need_each(
         "log-shape",
         "trace-frames",
         "session-states",
+        "session-hosts",
         "session-authority",
         "session-exit",
         "value-formats",

@@ -9,7 +9,7 @@ import pytest
 
 from bundle_contract._schemas import schema_documents, schema_uri
 from bundle_contract._validation import problems as whole_schema_problems
-from conformance import registered
+from conformance import Target, registered
 from conformance._decisions import DECISIONS, OTHER_SCHEMA_RULES, SEED
 from conformance._runner import REASON_LENGTH, _one_line
 from conformance._shapes import owners, problems, seed_view, view
@@ -71,8 +71,21 @@ def test_a_key_of_ours_is_not_required_but_a_value_of_ours_keeps_its_key() -> No
     assert seed["properties"]["authority"]["required"] == ["projectRoot", "epochId"]
     assert seed["properties"]["state"]["type"] == "string"  # x-seed: the seed's part
     assert "enum" not in seed["properties"]["state"]
-    assert seed_view("Timestamp.json")["type"] == "string"
-    assert "pattern" not in seed_view("Timestamp.json")
+    # A timestamp's format is ours (a HostSession's may be epoch milliseconds); TraceEntry's
+    # occurredAt is a string by the seed's own table.
+    assert "type" not in seed_view("Timestamp.json") and "pattern" not in seed_view(
+        "Timestamp.json"
+    )
+    assert seed_view("TraceEntry.json")["properties"]["occurredAt"]["type"] == "string"
+    assert seed_view("Vocabulary.json")["$defs"]["sessionHost"] == {
+        "type": "string",
+        "x-rule": SEED,
+    }
+
+
+def test_a_decision_stated_in_terms_of_another_brings_it_along() -> None:
+    exits = Target("http://127.0.0.1:9", "x", declared=frozenset({"session-exit"}))
+    assert exits.decisions == {"session-exit", "session-states"}
 
 
 def test_a_failed_alternative_is_reported_from_the_branch_meant() -> None:

@@ -202,7 +202,8 @@ def receipt_body_limit(ctx: Context) -> None:
     reply = post_receipt(ctx, exact)
     ctx.check(reply.status == 204, f"a {len(exact)}-byte receipt: {reply.describe()}", "LIM-010")
     when = " before the body is read" if early else ""
-    ctx.note(f"413 {code} above {limit} bytes{when}; {limit} bytes accepted")
+    named = f" {code}" if ctx.follows("error-codes") else ""
+    ctx.note(f"413{named} above {limit} bytes{when}; {limit} bytes accepted")
 
 
 @check("GUARD-028", "LIM-010", needs=VALID)
