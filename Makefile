@@ -52,8 +52,8 @@ run: $(STAMP) $(VENDOR)
 test: lint typecheck unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check bundle_contract bundle_server conformance tests bench examples
-	$(BIN)/ruff format --check bundle_contract bundle_server conformance tests bench examples
+	$(BIN)/ruff check bundle_contract bundle_server conformance tests bench examples hatch_build.py
+	$(BIN)/ruff format --check bundle_contract bundle_server conformance tests bench examples hatch_build.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

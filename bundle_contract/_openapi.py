@@ -101,8 +101,15 @@ def _responses(spec: Spec, route: Mapping[str, Any]) -> dict[str, Any]:
 
 def _asset_responses(spec: Spec, route: Mapping[str, Any]) -> dict[str, Any]:
     text = {"schema": {"type": "string"}}
-    ok = {"description": "the file", "content": {media: text for media in ASSET_MEDIA.values()}}
-    return {"200": ok} | _error_responses(spec, route)
+    by_kind = {media: text for media in ASSET_MEDIA.values()}
+    ok = {"description": "the file", "content": by_kind}
+    errors = _error_responses(spec, route)
+    # A file the installation should have but lacks answers 404 in its own media type, the
+    # code and message in a comment (bundle_server/workbench/handlers.py).
+    missing = errors["404"]
+    missing["description"] += " (in the file's own media type for one the page needs)"
+    missing["content"] = missing["content"] | by_kind
+    return {"200": ok} | errors
 
 
 def _error_responses(spec: Spec, route: Mapping[str, Any]) -> dict[str, Any]:

@@ -158,6 +158,8 @@ class DevServer:
         # file is the project's say; an explicit argument (a test, an embedding tool) is the
         # caller's, and wins per host kind.
         config = read_project_config(self.project_root)
+        # What it says until a build adopts a config (the Sessions view's target host kinds).
+        self.project_config = config
         self._explicit_hosts = dict(host_executables or {})
         self.host_executables = self.executables(config)
         # The agent endpoint: asked for by the caller, or by the project's development config

@@ -181,7 +181,7 @@ def _serve(
     from bundle_server._dev_server import start_dev_server
     from bundle_server.notices.service import describe
     from bundle_server.receipts.endpoint_file import remove_ready_file, write_ready_file
-    from bundle_server.workbench.vendor import missing as missing_vendor_files
+    from bundle_server.workbench.handlers import missing_assets, missing_message
 
     try:
         server = start_dev_server(
@@ -222,13 +222,11 @@ def _serve(
             still_open = server.notices.open_count()
             if still_open:
                 say(f"notices: {still_open} open (see the Workbench)")
-        if missing_vendor_files():
-            # A source checkout before `make vendor`: the API serves, the page's terminals not.
-            print(
-                "bundle-server: the Workbench's browser libraries are missing; run `make vendor`",
-                file=sys.stderr,
-                flush=True,
-            )
+        lacking = missing_assets()
+        if lacking:
+            # A checkout before `make vendor`, a wheel built without them: the API serves, the
+            # page says what is missing instead of starting.
+            print(f"bundle-server: {missing_message(lacking)}", file=sys.stderr, flush=True)
         if server.browser_opened is False:
             say("bundle-server: no browser could be opened; open the URL above")
         try:

@@ -326,7 +326,18 @@ def _sessions(server: DevServer) -> SessionManager:
         publish=functools.partial(server.hub.publish, "session"),
         engine=functools.partial(_shell_engine, server),
         models=server.services.find(ScriptedModels),
+        targets=functools.partial(_targets, server),
     )
+
+
+def _targets(server: DevServer) -> list[str] | None:
+    # The host kinds the project targets: the adopted epoch's config's, else the config file
+    # the server read at start (bundle.config.json); None when neither says (a bare project,
+    # a bundle.config.py not built yet).
+    project = server.services.get(ProjectLoop)
+    config = project.config or server.project_config
+    targets = config.get("targets") if config else None
+    return list(targets) if targets is not None else None
 
 
 def _attach(project: ProjectLoop, host: str) -> tuple[str | None, Path | None]:

@@ -4,11 +4,11 @@
         [--profile seed|devkit] [--target-file target.toml] [--decision NAME ...] \\
         [--cookie-name NAME] [--receipt-auth 'Header: value {token}'] [--receipt-template F] \\
         [--publish receipt|command] [--publish-command 'CMD {requestId}'] \\
-        [--document-route ID] [--long-route ID] [--flood-route ID] \\
+        [--document-route ID] [--long-route ID] [--flood-route ID] [--route-input JSON] \\
         [--mcp-server NAME] [--mcp-tool NAME] [--mcp-arguments JSON] \\
         [--mcp-meta-tool NAME] [--mcp-crash-tool NAME] \\
         [--receipt-token T] [--select 'GUARD-*' ...] [--report json,junit] [--out DIR] \\
-        [--expected-failures FILE] [--strict] [--slow] [--host host_a]
+        [--expected-failures FILE] [--strict] [--slow] [--timeout S] [--host host_a]
     bundle-conformance list [--select GLOB ...] [--strict]
     bundle-conformance decisions
 
@@ -69,6 +69,7 @@ OPTIONS = {
     "document_route": "--document-route",
     "long_route": "--long-route",
     "flood_route": "--flood-route",
+    "route_input": "--route-input",
     "mcp_server": "--mcp-server",
     "mcp_tool": "--mcp-tool",
     "mcp_arguments": "--mcp-arguments",
@@ -105,6 +106,11 @@ def parser() -> Parser:
     )
     described.add_argument(
         "--flood-route", metavar="ID", help="a route rendering more events than the window holds"
+    )
+    described.add_argument(
+        "--route-input",
+        metavar="JSON",
+        help="the input sent to those routes (else made from each route's inputSchema)",
     )
     described.add_argument("--mcp-server", metavar="NAME", help="an MCP server the kit may use")
     described.add_argument("--mcp-tool", metavar="NAME", help="a tool of it the kit may call")
@@ -146,6 +152,7 @@ def described(args: argparse.Namespace) -> dict[str, Any]:
         "document_route": args.document_route,
         "long_route": args.long_route,
         "flood_route": args.flood_route,
+        "route_input": args.route_input,
         "mcp_server": args.mcp_server,
         "mcp_tool": args.mcp_tool,
         "mcp_arguments": args.mcp_arguments,

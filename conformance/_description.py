@@ -12,6 +12,8 @@
     long_route = "hangs"                     # a route that runs long enough to cancel
     flood_route = "floods"                   # a route producing more render events than the
                                              # render-history window holds
+    route_input = '{"verbose": true}'        # the input sent to those routes, JSON text (else
+                                             # made from each route's inputSchema)
     mcp_server = "tools"                     # one of its MCP servers the kit may talk to
     mcp_tool = "echo"                        # a tool of that server the kit may call
     mcp_arguments = '{"text": "kit"}'        # the call's arguments, a JSON object ({})
@@ -41,6 +43,7 @@ KEYS = {
     "document_route": str,
     "long_route": str,
     "flood_route": str,
+    "route_input": str,
     "mcp_server": str,
     "mcp_tool": str,
     "mcp_arguments": str,

@@ -49,7 +49,10 @@ class Target:
     `document_route` (a route id whose invocation completes with an Agent Document),
     `long_route` (one that runs long enough to be cancelled: the kit cancels it at once) and
     `flood_route` (one that produces more render events than the render-history window holds).
-    A check needing a route that was not named is SKIPped with the reason.
+    A check needing a route that was not named is SKIPped with the reason. `route_input` (JSON
+    text) is the input the kit sends each route it names; without it the kit makes one from
+    the route's `inputSchema` in the target's route list (`conformance._input`). Either way
+    the kit finds its invocations by the `requestId` it sends, never by their input.
 
     Its MCP servers are its own too, and calling a tool is a side effect, so the MCP checks
     talk only to what it names: `mcp_server` (one of the MCP servers its active epoch declares)
@@ -79,6 +82,7 @@ class Target:
     document_route: str | None = None
     long_route: str | None = None
     flood_route: str | None = None
+    route_input: str | None = None
     mcp_server: str | None = None
     mcp_tool: str | None = None
     mcp_arguments: str = "{}"
@@ -110,6 +114,7 @@ class Target:
             if getattr(self, name) is not None and self.mcp_server is None:
                 raise ValueError(f"{name} names a tool of mcp_server: name the server too")
         self.mcp_argument_values()  # ValueError unless a JSON object
+        self.route_input_value()  # ValueError unless JSON
         implied = {
             "cookie-name": self.cookie is not None,
             "receipt-auth": self.receipt_auth is not None,
@@ -133,6 +138,17 @@ class Target:
         if not isinstance(found, dict):
             raise ValueError(f"mcp_arguments must be a JSON object, not {self.mcp_arguments!r}")
         return found
+
+    def route_input_value(self) -> tuple[Any] | None:
+        """`route_input` read, as a 1-tuple (its JSON may be null); None when not given."""
+        if self.route_input is None:
+            return None
+        try:
+            if isinstance(self.route_input, str):
+                return (json.loads(self.route_input),)
+        except ValueError:
+            pass
+        raise ValueError(f"route_input must be JSON text, not {self.route_input!r}")
 
     @property
     def hostname(self) -> str:

@@ -61,9 +61,11 @@ def workbench_server(
     *,
     members: dict[str, Any] | None = None,
     files: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> Iterator[WorkbenchServer]:
     """The server on `root`/project (made on first use, reused after), on `port` (0: free).
-    `members` adds config members (`dev` ones beside the hosts), `files` project files."""
+    `members` adds config members (`dev` ones beside the hosts, a `dev.hosts` in place of
+    them), `files` project files, `env` the server's environment (default: the tests')."""
     hosts = {
         "host_a": host("raw", "ready", "split", "winsize", "echo"),
         "host_b": host("raw", "yes"),
@@ -90,6 +92,7 @@ def workbench_server(
             ],
             stdout=subprocess.DEVNULL,
             stderr=log,
+            env=env,
         )
     try:
         deadline = time.monotonic() + STARTUP

@@ -395,6 +395,10 @@ def test_the_dev_hosts_of_a_python_config_apply_once_it_has_built(
     project.wait_event("artifact.available")
     # Once "synced" is said, the config's dev.hosts are set: no retry needed.
     project.wait_event("dev.host.sync", host="host_a", state="synced")
+    # So are its targets: the host list sets the others apart, and names the config file.
+    hosts = project.client.request("GET", "/api/sessions").json()["hosts"]
+    assert [h["host"] for h in hosts if h["targeted"]] == ["host_a"]
+    assert all(h["setup"]["config"] == "bundle.config.py" for h in hosts if "setup" in h)
     session = project.client.create("host_a")
     assert run_tool(project, session).startswith("deny: no recursive deletes")
 

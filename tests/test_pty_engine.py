@@ -315,7 +315,12 @@ def test_get_list_delete_and_their_errors(make: Callable[..., SessionManager]) -
     assert [s["id"] for s in listing["sessions"]] == [record["id"]]
     hosts = {h["host"]: h for h in listing["hosts"]}
     assert set(hosts) == {row["kind"] for row in get_spec().rows("hosts", "host")}
-    assert hosts["host_a"] == {"host": "host_a", "launchable": True, "executable": sys.executable}
+    assert hosts["host_a"] == {
+        "host": "host_a",
+        "launchable": True,
+        "executable": sys.executable,
+        "targeted": True,  # a manager told no targets: any kind a session launches
+    }
     assert hosts["host_c"]["launchable"] is False and "reason" in hosts["host_c"]
     with pytest.raises(ERRORS["AB8262"]):
         manager.get("hs_" + "0" * 16)

@@ -92,6 +92,23 @@ def with_examples(document: dict[str, Any], server: DevServer) -> dict[str, Any]
     return document
 
 
+def warm_the_mcp_server(server: DevServer) -> None:
+    """The first operation of an MCP launch starts its server (a Python process importing the
+    SDK): seconds on a loaded machine. Started here, before the fuzzer's 5 s request bound."""
+    assert server.mcp is not None and server.project is not None
+    active = server.project.active_epoch()
+    assert active is not None
+    (launch,) = server.mcp.launches(active[0], "commanded")
+    body = json.dumps({"method": "tools/list", "params": {}}).encode()
+    request = urllib.request.Request(
+        f"{server.url}/api/mcp/sessions/{launch.launch_id}/operations",
+        data=body,
+        headers={"x-bundle-session": server.session_token, "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status == 200
+
+
 def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(
     server: DevServer, tmp_path: Path
 ) -> None:
@@ -102,6 +119,7 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(
         document = json.load(response)
     schema = tmp_path / "openapi.json"
     schema.write_text(json.dumps(with_examples(document, server)))
+    warm_the_mcp_server(server)
     st = Path(sys.executable).with_name("st")
     command = [
         str(st),

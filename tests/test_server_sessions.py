@@ -75,6 +75,12 @@ def test_list_reports_sessions_and_host_availability(make_server: Any) -> None:
     assert hosts["host_a"]["launchable"] is True
     assert hosts["host_a"]["executable"] == sys.executable
     assert hosts["host_b"]["launchable"] is False and "nonexistent" in hosts["host_b"]["reason"]
+    # What to do about it: the executable the server's override named, or the real CLI.
+    setup = hosts["host_b"]["setup"]
+    assert (setup["lookedFor"], setup["fromConfig"]) == ("/nonexistent/host", True)
+    assert setup["install"]["npmPackage"] == "@openai/codex" and "config" not in setup
+    # A bare project targets every host kind a session launches.
+    assert [h["host"] for h in body["hosts"] if h["targeted"]] == ["host_a", "host_b", "host_c"]
     assert body["sessions"] == []
     first = client.create()
     assert [s["id"] for s in client.request("GET", "/api/sessions").json()["sessions"]] == [

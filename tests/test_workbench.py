@@ -12,6 +12,7 @@ from _live import TOKEN, Server, serve
 
 import bundle_server.workbench
 from bundle_server.trace.hub import TraceHub
+from bundle_server.workbench import handlers, vendor
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +152,69 @@ def test_other_asset_names_are_refused_in_the_envelope(
     assert (response.status, response.code()) == (status, code)
 
     assert response.headers["X-Frame-Options"] == "DENY"
+
+
+# The Workbench's own files and what they import: what a page needs, in the order it names them.
+def test_the_page_needs_its_files_and_the_libraries_its_scripts_import() -> None:
+    needed = handlers.page_assets()
+    assert needed[:3] == ("xterm.css", "app.css", "app.js")
+    # Every script of its own is imported by another, and both libraries by the sessions view.
+    assert {p.name for p in STATIC.glob("*.js")} < set(needed)
+    assert {"xterm.mjs", "addon-fit.mjs"} < set(needed)
+    assert "xterm-license.txt" not in needed and "index.html" not in needed
+
+
+@pytest.fixture
+def without_libraries(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, ...]]:
+    """This installation without the pinned libraries (a wheel built from a tree that lacked
+    them); the files the page then lacks, in the order it names them."""
+    table = {n: found for n, found in handlers.assets().items() if n not in vendor.names()}
+    monkeypatch.setattr(handlers, "assets", lambda: table)
+    handlers.page.cache_clear()
+    yield ("xterm.css", "addon-fit.mjs", "xterm.mjs")
+    handlers.page.cache_clear()
+
+
+def test_a_page_without_its_files_says_which_and_what_to_do(
+    live: Server, without_libraries: tuple[str, ...]
+) -> None:
+    assert handlers.missing_assets() == without_libraries
+    response = live.get("/sessions", auth=False)
+    assert response.status == 200 and response.headers["Content-Type"].startswith("text/html")
+    html = response.data.decode()
+    assert (
+        '<main id="view" tabindex="-1"><p role="alert">This page cannot start: the '
+        "Workbench&#x27;s files xterm.css, addon-fit.mjs, xterm.mjs are missing from this "
+        "installation: reinstall bundle-devkit; in a source checkout, run <code>make vendor</code>."
+        "</p></main>"
+    ) in html
+    assert "connecting" not in html
+    assert 'aria-label="Connection" data-state="failed">not started</span>' in html
+    # Still no inline script or style, under the same policy.
+    assert re.findall(r"<script(?![^>]*\bsrc=)[^>]*>", html) == []
+    assert "<style" not in html and " style=" not in html
+    assert response.headers["Content-Security-Policy"].startswith("default-src 'none'")
+
+
+@pytest.mark.parametrize(
+    ("name", "media", "body"),
+    [
+        ("xterm.css", "text/css", "/* {} */\n"),
+        ("xterm.mjs", "text/javascript", "/* {} */\n"),
+        ("xterm-license.txt", "text/plain", "{}\n"),
+    ],
+)
+def test_a_missing_file_is_a_404_in_its_own_media_type(
+    live: Server, without_libraries: tuple[str, ...], name: str, media: str, body: str
+) -> None:
+    response = live.get(f"/assets/{name}", auth=False)
+    assert response.status == 404
+    assert response.headers["Content-Type"] == f"{media}; charset=utf-8"
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    text = (
+        f"BX1009 AssetNotFound: the Workbench's file {name} is missing from this installation: "
+        "reinstall bundle-devkit; in a source checkout, run `make vendor`"
+    )
+    assert response.data.decode() == body.format(text)
+    # A name the installation never had is refused in the envelope as before.
+    assert (live.get("/assets/nothing.css", auth=False).code()) == "BX1009"

@@ -1,10 +1,14 @@
 """The Workbench in headless Chromium against the real server: sign-in, host sessions in
 xterm.js (create, type, echo, resize, restart, terminate, reload), every view without a
-console error or CSP violation, and a page that stays responsive while a session floods."""
+console error or CSP violation, a page that stays responsive while a session floods, and a
+first run on a PATH without the host CLIs (what to install, or dev.hosts, per target host)."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +16,8 @@ from pathlib import Path
 import pytest
 from _browser import Browser, Problems, WorkbenchServer, screenshot, signed_in, workbench_server
 from playwright.sync_api import Page, expect
+
+from bundle_contract import validate
 
 # Run alone, after the parallel tests (make unit): the page's responsiveness under a flooding
 # session is timed.
@@ -265,3 +271,82 @@ def test_keyboard_users_can_leave_the_terminal(page: tuple[Page, Problems]) -> N
     expect(textarea).to_have_accessible_description("Alt+Shift+↑ leaves the terminal")
     tab.keyboard.press("Alt+Shift+ArrowUp")
     expect(card.get_by_role("button", name="Terminate")).to_be_focused()
+
+
+def test_a_first_run_without_the_host_clis_says_what_to_install_or_configure(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """A project targeting host_a and host_b, served with neither `claude` nor `codex` (nor
+    `gemini`) on PATH: each target host names the executable it looked for, the npm package
+    that installs it, and dev.hosts (or, where dev.hosts named the executable, that entry);
+    the others wait behind "More host kinds"; nothing is shown as an error. A CLI put on PATH
+    is found by "Check again"."""
+    installed = tmp_path / "bin"  # on the server's PATH, empty until the "install"
+    installed.mkdir()
+    clis = ("claude", "codex", "gemini")
+    kept = [
+        d
+        for d in os.environ.get("PATH", os.defpath).split(os.pathsep)
+        if not any(shutil.which(cli, path=d) for cli in clis)
+    ]
+    env = {**os.environ, "PATH": os.pathsep.join([str(installed), *kept])}
+    # host_b's executable is the project's choice (dev.hosts), not on PATH either.
+    members = {
+        "targets": ["host_a", "host_b"],
+        "dev": {"hosts": {"host_b": {"executable": "my-codex"}}},
+    }
+    with (
+        workbench_server(tmp_path, members=members, env=env) as server,
+        signed_in(browser, server) as (page, _problems),
+    ):
+        page.goto(f"{server.url}/sessions")
+        host_a = page.locator('.host[data-host="host_a"]')
+        expect(host_a).to_contain_text("no executable 'claude' on PATH")
+        expect(page.get_by_role("button", name="Start host_a")).to_be_disabled()
+        expect(page.get_by_role("button", name="Start host_b")).to_be_disabled()
+        expect(host_a.locator(".install code")).to_have_text(
+            "npm install --global @anthropic-ai/claude-code@2.1.197"
+        )
+        expect(host_a.locator(".configure")).to_contain_text("dev.hosts of bundle.config.json")
+        entry = host_a.locator(".configure code.entry")
+        expect(entry).to_have_text(
+            '"dev": {"hosts": {"host_a": {"executable": "/path/to/claude"}}}'
+        )
+        validate("DevConfig.json", json.loads("{" + entry.inner_text() + "}")["dev"])  # as shown
+        expect(page.get_by_role("button", name="Start host_a")).to_have_accessible_description(
+            re.compile(r"looked for claude on its PATH")
+        )
+        host_b = page.locator('.host[data-host="host_b"]')
+        expect(host_b).to_contain_text("no executable 'my-codex' on PATH")
+        expect(host_b.locator(".setup li").first).to_have_text(
+            "dev.hosts of bundle.config.json names my-codex for host_b: make it an absolute path"
+            " or a name on the server's PATH, or remove it to use the host's own CLI."
+        )
+        expect(host_b.locator(".install code")).to_have_text(
+            "npm install --global @openai/codex@0.171.0"
+        )
+        expect(host_b.locator(".configure")).to_have_count(0)
+        # The kinds the project does not target are behind "more", and no error anywhere.
+        expect(page.locator(".host[data-targeted=true]")).to_have_count(2)
+        more = page.locator("details.more-hosts")
+        expect(more.locator('.host[data-host="host_c"]')).to_be_hidden()
+        expect(more.locator('.host[data-host="host_d"]')).to_be_hidden()
+        assert page.locator(".hosts .error").count() == 0
+        screenshot(page, "sessions-first-run")
+        more.locator("summary").click()
+        expect(more.locator('.host[data-host="host_c"]')).to_be_visible()
+        expect(more.locator('.host[data-host="host_d"]')).to_contain_text(
+            "no host-session launcher"
+        )
+        expect(more.locator('.host[data-host="host_c"] .install code')).to_have_text(
+            "npm install --global @google/gemini-cli@0.61.0"
+        )
+        # "Installed": a claude on the server's PATH, found without a restart.
+        fake = installed / "claude"
+        fake.write_text("#!/bin/sh\nexec sleep 60\n")
+        fake.chmod(0o755)
+        host_a.get_by_role("button", name="Check again").click()
+        expect(page.get_by_role("button", name="Start host_a")).to_be_enabled()
+        expect(host_a.locator(".setup")).to_have_count(0)
+        expect(host_a).to_contain_text(str(fake))
+        expect(more).to_have_attribute("open", "")  # the list kept what the user opened

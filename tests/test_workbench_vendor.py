@@ -1,6 +1,7 @@
 """The Workbench's pinned browser libraries (bundle_server/workbench/vendor.py): a tarball is
-taken only with its pinned sha256, only the listed files are written, and a second fetch with
-the same pins does nothing. Tarballs are served from local files (file:// URLs)."""
+taken only with its pinned sha256, only the listed files are written, a second fetch with the
+same pins and unchanged files does nothing (no download), an edited file is fetched again, and
+every refusal is one line. Tarballs are served from local files (file:// URLs)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,42 @@ def test_a_pinned_tarball_yields_exactly_its_listed_files_once(
     assert sorted(p.name for p in target.iterdir()) == [".pins", "lib-license.txt", "lib.mjs"]
     assert vendor.missing(target) == []
     assert vendor.fetch(target) == []  # same pins, files there: nothing fetched
+
+
+def test_intact_files_are_used_without_a_download(tmp_path: Path, pinned: dict[str, Any]) -> None:
+    target = tmp_path / "vendor"
+    vendor.fetch(target)
+    Path(pinned["tarball"].removeprefix("file://")).unlink()  # any download now fails
+    assert vendor.fetch(target) == []
+    assert (target / "lib.mjs").read_bytes() == b"export const x = 1;\n"
+
+
+@pytest.mark.parametrize("damage", ["edit", "delete", "stamp"])
+def test_a_file_not_as_unpacked_has_its_package_fetched_again(
+    tmp_path: Path, pinned: dict[str, Any], damage: str
+) -> None:
+    target = tmp_path / "vendor"
+    vendor.fetch(target)
+    if damage == "edit":
+        (target / "lib.mjs").write_bytes(b"export const x = 2;\n")
+    elif damage == "delete":
+        (target / "lib-license.txt").unlink()
+    else:
+        (target / ".pins").write_text("[]")  # the record of an older format
+    assert vendor.fetch(target) == ["lib@1.0.0"]
+    assert (target / "lib.mjs").read_bytes() == b"export const x = 1;\n"
+    assert vendor.missing(target) == []
+
+
+def test_a_tarball_that_cannot_be_downloaded_is_one_line(
+    tmp_path: Path, pinned: dict[str, Any]
+) -> None:
+    pinned["tarball"] = (tmp_path / "gone.tgz").as_uri()
+    with pytest.raises(SystemExit) as refused:
+        vendor.fetch(tmp_path / "vendor")
+    message = str(refused.value)
+    assert message.startswith(f"lib@1.0.0: cannot download {pinned['tarball']}: ")
+    assert "No such file" in message and "\n" not in message
 
 
 def test_a_tarball_with_another_digest_is_refused_and_writes_nothing(

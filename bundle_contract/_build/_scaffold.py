@@ -6,6 +6,13 @@ The template is the example project the repository serves with `make run`
 (examples/safe-shell); the wheel carries it as `bundle_contract/template`, the way it carries
 spec/. One copy of the example means the scaffold is always a project the tests build and run.
 
+A new project is named after its directory everywhere the template names itself: the
+application id and name, the Python package (safe_shell), the MCP server, the skill (its
+directory and SKILL.md name) and the eval suite (its file and contents), in file names and
+file text alike. `Names.of` derives each from the directory's name within the rules its field
+follows (BundleConfig.json, SkillToken.json, McpServerDefinition.json, EvalSuite.json, a
+Python identifier no installed module already answers to).
+
 Exit status (runtime.toml [[exit]]): 0 done; 1 the host refused the install or uninstall, or
 doctor found a problem; 2 a usage error: a bad option, a DIR that is a file or cannot be
 created, a PROJECT that is not a directory, a host that cannot be installed into.
@@ -15,9 +22,14 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import importlib.util
+import keyword
+import os
 import re
+import shlex
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from bundle_contract._build._layout import layout
@@ -41,33 +53,135 @@ def template_root() -> Path:
     raise FileNotFoundError(f"no project template at {packaged} or {checkout}")
 
 
+# What the template calls itself, where: its package, its id (the MCP server's and the eval
+# suite's name too), its display name and its skill.
+TEMPLATE_MODULE = "safe_shell"
+TEMPLATE_SKILL = "shell-safety"
+# The shortest length limit among the names the id becomes (skill, MCP server, eval suite).
+NAME_MAX = 64
+
+
+@dataclass(frozen=True)
+class Names:
+    """What a new project is called, in each place the template says "safe-shell"."""
+
+    slug: str  # application id, MCP server name, eval suite name and file, skill name
+    title: str  # application name
+    module: str  # the Python package of the project's handlers
+
+    @classmethod
+    def of(cls, directory: Path) -> Names:
+        """Names after `directory`'s own name: lowercase ASCII words joined by hyphens (the
+        strictest of the id, skill, server and suite patterns), at most NAME_MAX characters."""
+        words = re.sub(r"[^a-z0-9]+", "-", directory.resolve().name.lower()).strip("-")
+        slug = words[:NAME_MAX].rstrip("-") or "bundle"
+        return cls(slug, slug.replace("-", " ").capitalize(), module_name(slug))
+
+    def replacements(self) -> dict[str, str]:
+        """Template word -> this project's word, for file text and path parts alike."""
+        return {
+            TEMPLATE_MODULE: self.module,
+            TEMPLATE_ID: self.slug,
+            TEMPLATE_NAME: self.title,
+            TEMPLATE_SKILL: self.slug,
+        }
+
+
+def module_name(slug: str) -> str:
+    """The package name for `slug`: an identifier, no keyword, and no module the project's
+    Python would find first instead (the standard library, an installed distribution)."""
+    name = slug.replace("-", "_")
+    if not name[0].isalpha():
+        name = f"bundle_{name}"
+    if keyword.iskeyword(name) or _taken(name):
+        name = f"{name}_bundle"
+    return name
+
+
+def _taken(name: str) -> bool:
+    if name in sys.stdlib_module_names or name in sys.builtin_module_names:
+        return True
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return True
+    # A namespace package (origin None) is a bare directory on the path, such as the new
+    # project itself when created in the working directory of `python -m`.
+    return found is not None and found.origin is not None
+
+
 def new_project(directory: Path) -> Path:
     """Copy the template into `directory` (absent or empty), named after the directory."""
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise FileExistsError(f"{directory} exists and is not an empty directory")
     source = template_root()
     spec_layout = layout()
+    names = Names.of(directory)
+    words = names.replacements()
     directory.mkdir(parents=True, exist_ok=True)
     for path in sorted(source.rglob("*")):
         relative = path.relative_to(source).as_posix()
         if path.is_dir() or spec_layout.ignored(relative):
             continue
-        target = directory / relative
+        target = directory / _renamed(relative, words)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
-    slug = re.sub(r"[^a-z0-9]+", "-", directory.resolve().name.lower()).strip("-") or "bundle"
+        data = path.read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            target.write_bytes(data)  # not text: copied as it is
+            continue
+        target.write_bytes(_renamed(text, words).encode("utf-8"))
     config = directory / CONFIG
     text = config.read_text(encoding="utf-8")
-    text = text.replace(f'"id": "{TEMPLATE_ID}"', f'"id": "{slug}"', 1)
-    text = text.replace(
-        f'"name": "{TEMPLATE_NAME}"', f'"name": "{slug.replace("-", " ").capitalize()}"', 1
-    )
     # Plugin manifests carry the author (Claude's strict validation wants one): the user's.
     text = text.replace(
         f'"author": {{"name": "{TEMPLATE_AUTHOR}"}}', f'"author": {{"name": {author()!r}}}', 1
     )
     config.write_text(text, encoding="utf-8")
     return directory
+
+
+def _renamed(text: str, words: dict[str, str]) -> str:
+    """`text` with every template word replaced at once (no replacement is replaced again)."""
+    pattern = re.compile("|".join(re.escape(word) for word in sorted(words, key=len, reverse=True)))
+    return pattern.sub(lambda match: words[match.group(0)], text)
+
+
+def next_steps(created: Path) -> str:
+    """What to run next, as commands a shell runs as printed: this environment's own scripts
+    (the venv's, whether or not it is on PATH) and the project's absolute path, shell-quoted."""
+    project = created.resolve()
+    suite = next(iter(sorted((project / "evals").glob("*.json"))), None)
+    serve = _command("bundle-server", "bundle_server", str(project))
+    lines = [
+        f"created {project}",
+        "",
+        "Serve it (builds it, rebuilds it on every change, prints the Workbench URL to open):",
+        f"  {serve}",
+        "Build it once (exit 0 built, 1 failed):",
+        f"  {_command('bundle-build', 'bundle_contract._build._cli', str(project))}",
+    ]
+    if suite is not None:
+        run = _command("bundle-evals", "bundle_server.evals.cli", "run", str(suite))
+        lines += [
+            "Run its evals in a real host against the scripted model (needs the host's CLI):",
+            f"  {run} --model scripted",
+        ]
+    return "\n".join(lines)
+
+
+def _command(script: str, module: str, *args: str) -> str:
+    """`script` of this environment with `args`, quoted for a POSIX shell: the script beside
+    the running interpreter (a venv's bin/), else the one on PATH, else `python -m module`."""
+    beside = Path(sys.executable).parent / script
+    if beside.is_file() and os.access(beside, os.X_OK):
+        argv = [str(beside)]
+    elif found := shutil.which(script):
+        argv = [found]
+    else:
+        argv = [sys.executable, "-m", module]
+    return shlex.join([*argv, *args])
 
 
 def author() -> str:
@@ -118,9 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         where = error.filename or target
         reason = f"{where}: {error.strerror}" if error.strerror else str(error)
         return fail("bundle-devkit new", reason)
-    print(
-        f"created {created}\n\n  bundle-server {created}\n\nthen open the Workbench URL it prints."
-    )
+    print(next_steps(created))
     return 0
 
 

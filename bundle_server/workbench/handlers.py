@@ -16,11 +16,20 @@ from `vendor/`), so the Content-Security-Policy admits no inline script at all. 
 xterm.js writes its theme and cell metrics into `<style>` elements it makes at run time, so
 `style-src-elem` admits inline style elements; with `default-src 'none'` (no images, fonts or
 connections elsewhere) injected CSS has nowhere to send anything.
+
+An installation without a file the page needs (a wheel built without its pinned libraries, a
+checkout before `make vendor`) cannot start the page's scripts, which would leave every view on
+"connecting…". The page is then served saying which files are missing and what to do, and
+each of those files answers 404 in its own media type (BX1009's code and message in a comment,
+not the JSON envelope), so the browser reports a missing file rather than refusing a JSON
+stylesheet or script. Any other name answers BX1009 in the envelope.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import html
+import re
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib.resources import files
 from pathlib import PurePosixPath
@@ -49,11 +58,40 @@ POLICY = "; ".join(
 )
 # Where assets are looked up, in order: the page's own files, then the pinned libraries.
 ASSET_DIRECTORIES = ("static", "vendor")
+# How the page and its scripts and styles name an asset: `href="/assets/app.css"`,
+# `src="/assets/app.js"`, `from "/assets/dom.js"`.
+ASSET_REFERENCE = re.compile(r"""["']/assets/([a-z0-9][a-z0-9._-]*)["']""")
+# What to do about a file the page needs that this installation lacks.
+REMEDY = "reinstall bundle-devkit; in a source checkout, run `make vendor`"
+# Where the page says so: its connection status, and the view (what its scripts would fill).
+STATUS_MARK = 'aria-label="Connection">connecting…</span>'
+VIEW_MARK = '<main id="view" tabindex="-1"></main>'
+
+
+@cache
+def index_html() -> bytes:
+    """static/index.html as it is."""
+    return files("bundle_server.workbench").joinpath("static/index.html").read_bytes()
 
 
 @cache
 def page() -> bytes:
-    return files("bundle_server.workbench").joinpath("static/index.html").read_bytes()
+    """The page as served: index.html, or when this installation lacks files the page needs,
+    index.html saying which and what to do in place of the view."""
+    lacking = missing_assets()
+    if not lacking:
+        return index_html()
+    alert = html.escape(f"This page cannot start: {missing_message(lacking)}.")
+    alert = re.sub(r"`([^`]+)`", r"<code>\1</code>", alert)
+    served = index_html().decode("utf-8")
+    for mark, replacement in (
+        (STATUS_MARK, 'aria-label="Connection" data-state="failed">not started</span>'),
+        (VIEW_MARK, f'<main id="view" tabindex="-1"><p role="alert">{alert}</p></main>'),
+    ):
+        if served.count(mark) != 1:
+            raise RuntimeError(f"static/index.html does not hold {mark!r} once")
+        served = served.replace(mark, replacement)
+    return served.encode("utf-8")
 
 
 def page_response(call: Call) -> Response:
@@ -76,7 +114,7 @@ def assets() -> dict[str, tuple[bytes, str]]:
     for directory in reversed(ASSET_DIRECTORIES):  # the page's own files win over libraries
         folder = package.joinpath(directory)
         if not folder.is_dir():
-            continue  # vendor/ before `make vendor`
+            continue  # vendor/ before `make vendor` (the page then says so)
         for entry in folder.iterdir():
             media = ASSET_MEDIA.get(PurePosixPath(entry.name).suffix)
             if media is not None and entry.is_file():
@@ -87,6 +125,59 @@ def assets() -> dict[str, tuple[bytes, str]]:
 def asset(name: str) -> tuple[bytes, str] | None:
     """An asset's bytes and media type; None when there is no such asset."""
     return assets().get(name)
+
+
+@cache
+def page_assets() -> tuple[str, ...]:
+    """Every asset the page needs, in the order first named: the files index.html names, and
+    the files those of its own files name in turn (the scripts' imports), whether this
+    installation has them or not. The pinned libraries are not read: they name no asset."""
+    own = files("bundle_server.workbench").joinpath("static")
+    needed: list[str] = []
+    pending = [index_html()]
+    while pending:
+        for name in ASSET_REFERENCE.findall(pending.pop(0).decode("utf-8", "replace")):
+            if name not in needed:
+                needed.append(name)
+                if own.joinpath(name).is_file():
+                    pending.append(own.joinpath(name).read_bytes())
+    return tuple(needed)
+
+
+def missing_assets() -> tuple[str, ...]:
+    """The assets the page needs that this installation lacks (none in a working one)."""
+    table = assets()
+    return tuple(name for name in page_assets() if name not in table)
+
+
+def missing_message(names: Iterable[str]) -> str:
+    """One line naming files the Workbench lacks and what to do about it."""
+    listed = list(names)
+    what = "file {} is" if len(listed) == 1 else "files {} are"
+    return (
+        f"the Workbench's {what.format(', '.join(listed))} missing from this installation: {REMEDY}"
+    )
+
+
+@cache
+def expected_assets() -> frozenset[str]:
+    """The names this installation should serve: what the page needs, and every pinned file."""
+    # Imported here, not with the package: `python -m bundle_server.workbench.vendor` runs it.
+    from bundle_server.workbench import vendor
+
+    return frozenset(page_assets()) | frozenset(vendor.names())
+
+
+def missing_asset(name: str) -> Response:
+    """The answer for a name there is no asset of (BX1009): a file this installation should
+    have answers in its own media type, any other name in the envelope."""
+    media = ASSET_MEDIA.get(PurePosixPath(name).suffix)
+    if media is None or name not in expected_assets():
+        raise AssetNotFound("no Workbench asset of that name", {"name": name})
+    error = AssetNotFound(missing_message([name]), {"name": name})
+    text = f"{error.code} {type(error).__name__}: {error.message}"
+    body = text if media == "text/plain" else f"/* {text} */"
+    return Response(body + "\n", status=error.status, content_type=f"{media}; charset=utf-8")
 
 
 def token_parameter(route: Mapping[str, Any]) -> str:
@@ -163,7 +254,7 @@ def asset_file(call: Call) -> Response:
     """One of the page's files, read-only; no caching across versions of the server."""
     found = asset(call.params["name"])
     if found is None:
-        raise AssetNotFound("no Workbench asset of that name", {"name": call.params["name"]})
+        return missing_asset(call.params["name"])
     body, media = found
     response = Response(body, status=200, content_type=f"{media}; charset=utf-8")
     response.headers["Cache-Control"] = "no-cache"

@@ -11,6 +11,18 @@ is refused (an unknown route, no active epoch) is NOT_TESTABLE. What needs no ro
 on every target: request bodies, the list and its `limit`, unknown invocation ids, and the
 request errors of an unknown route or of a target with no active epoch.
 
+A route's input is its own too: one that declares an `inputSchema` refuses any other input
+(BX3104) before it runs. Every invocation the kit makes of a named route carries the same kind
+of input (`route_input`): the target's `route_input` (`--route-input JSON`), else one the
+route's `inputSchema` accepts, made by the kit from the schema the route list
+(`invocations.routes`, GET /api/routes) shows (`conformance._input`), carrying the kit's
+marker where the schema leaves room (an open object, a free string property), else
+`{"conformance": MARKER}` (a route listed without a schema, or a target without a route list).
+The marker itself travels in the invocation's `requestId` (`conformance-r-MARKER`), which the
+seed's RouteInvocationRequest carries besides `input`, the target echoes on the invocation and
+its trace entries carry, and no route's schema can refuse: the checks find their invocation's
+trace entries by it and judge its echo, never look for the marker in the input.
+
 The seed names only `status`, `outcome` and `retention` among the envelope's keys; the
 invocation's id, its render events, the list rows and the stream's payloads are our decision
 `invocation-shape` (RouteInvocation.json, RenderEvent.json, Invocation*Frame.json). Without it
@@ -26,17 +38,17 @@ window must hold the bounds unless it holds only those two, and `retention` must
 
 from __future__ import annotations
 
+import json
 import secrets
 from contextlib import suppress
 from dataclasses import replace
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import problems
 from conformance import _expect
 from conformance._client import Client, TransportError
+from conformance._input import MARKER_KEY, accepted_input, refused_input
 from conformance._registry import Context, check
 from conformance._reply import Reply
 from conformance.checks._common import JSON_TYPE, json_bytes, latest, wait_for_entries
@@ -53,6 +65,8 @@ FRAMES = {
     "truncated": "InvocationTruncatedFrame.json",
     "final": "InvocationFinalFrame.json",
 }
+# How a target names the input the kit sends its routes.
+GIVE_INPUT = "--route-input JSON, or route_input in the target file"
 ROUTES = {
     "document_route": ("--document-route", "a route whose invocation completes with a document"),
     "long_route": ("--long-route", "a route that runs long enough to be cancelled"),
@@ -122,13 +136,79 @@ def envelope(ctx: Context, reply: Reply, what: str, status: int, *ids: str) -> d
         return found
     ctx.not_testable(
         f"{what}: {reply.describe()} {reply.body[:160]!r}, not {status} with `{{invocation}}`"
+        + input_hint(ctx, reply)
     )
+
+
+def input_hint(ctx: Context, reply: Reply) -> str:
+    """What to do when a named route refused the kit's input (a 400, BX3104 where the target
+    follows our codes): name one it accepts."""
+    refused = reply.status == 400 and (
+        ctx.is_error(reply, "BX3104") or not ctx.follows("error-codes")
+    )
+    if not refused or ctx.target.route_input is not None:
+        return ""
+    return f"; name an input the route accepts ({GIVE_INPUT})"
+
+
+def listed_schema(ctx: Context, route: str) -> Any:
+    """The `inputSchema` the target's route list shows for `route`; None when the list shows
+    none (no route list, the route not listed, or listed without a schema)."""
+    with suppress(TransportError, ValueError):
+        reply = ctx.client.get(route_path("invocations.routes"))
+        body = reply.json() if reply.status == 200 else None
+        rows = body.get("routes") if isinstance(body, dict) else None
+        for row in rows if isinstance(rows, list) else []:
+            if isinstance(row, dict) and row.get("id") == route:
+                schema = row.get("inputSchema")
+                return schema if isinstance(schema, dict | bool) else None
+    return None
+
+
+def route_input(ctx: Context, route: str, marker: str) -> Any:
+    """The input the kit sends `route`: the target's `route_input`, else one the route's listed
+    `inputSchema` accepts (carrying `marker` where it leaves room), else `{"conformance":
+    marker}`. NOT_TESTABLE when the kit makes no input the schema accepts."""
+    given = ctx.target.route_input_value()
+    if given is not None:
+        return given[0]
+    schema = listed_schema(ctx, route)
+    if schema is None:
+        return {MARKER_KEY: marker}
+    try:
+        found = accepted_input(schema, marker)
+    except Exception as error:  # not a schema the kit can apply: no input to send
+        why = (str(error).splitlines() or [type(error).__name__])[0][:160]
+        ctx.not_testable(
+            f"{route!r}'s inputSchema cannot be applied ({why}): name an input ({GIVE_INPUT})"
+        )
+    if found is None:
+        ctx.not_testable(
+            f"the kit makes no input {route!r}'s inputSchema accepts: name one ({GIVE_INPUT})"
+        )
+    return found[0]
+
+
+def invocation_body(
+    ctx: Context, route: str, marker: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """A RouteInvocationRequest of `route`: the route's input (`route_input`) and the kit's
+    marker as its `requestId` (`conformance-r-MARKER`), then `extra`."""
+    token = marker or secrets.token_hex(6)
+    found = {"routeId": route, "input": route_input(ctx, route, token)}
+    return found | {"requestId": request_id(token)} | extra
+
+
+def request_id(marker: str) -> str:
+    """The requestId carrying the kit's `marker`: how a check finds its invocation's traces."""
+    return f"conformance-r-{marker}"
 
 
 def start(ctx: Context, setting: str, *ids: str, **extra: Any) -> tuple[str, dict[str, Any]]:
     """Invoke the named route with `stream: true`: 202 with a running invocation (INV-007)."""
     route = named(ctx, setting)
-    reply = send(ctx, "invocations.create", body={"routeId": route, "stream": True, **extra})
+    body = invocation_body(ctx, route, stream=True, **extra)
+    reply = send(ctx, "invocations.create", body=body)
     found = envelope(ctx, reply, f"streamed invocation of {route!r}", 202, "INV-007", *ids)
     ctx.check(
         found.get("status") == "running",
@@ -322,9 +402,8 @@ def invocation_list(ctx: Context) -> None:
         return
     made = []
     for _ in range(2):
-        reply = send(
-            ctx, "invocations.create", body={"routeId": ctx.target.document_route}, wait=True
-        )
+        body = invocation_body(ctx, ctx.target.document_route)
+        reply = send(ctx, "invocations.create", body=body, wait=True)
         made.append(identity(ctx, envelope(ctx, reply, "an invocation", 200, "INV-028")))
     reply = ctx.client.get(f"{where}?{name}=2")
     rows = reply.json().get("invocations", []) if reply.status == 200 else []
@@ -370,17 +449,6 @@ def invocation_route_list(ctx: Context) -> None:
             ctx.check(name in ids, f"the named route {name!r} is not in the list {ids[:10]}")
     ctx.check(not ids or "epochId" in listed, f"routes {ids[:5]} listed without an epochId")
     ctx.note(f"{len(ids)} routes, {len(listed.get('fixtures', []))} fixtures, hosts {kinds}")
-
-
-def refused_input(schema: dict[str, Any]) -> tuple[str, Any] | None:
-    """An input (`absent` or a value) the route's schema refuses, by the kit's own validator;
-    None when it accepts all of the kit's candidates."""
-    validator = Draft202012Validator(schema)
-    candidates: tuple[Any, ...] = ("conformance-input", 7, [], {}, {"conformance": [1]}, True)
-    for candidate in candidates:
-        if not validator.is_valid(candidate):
-            return "value", candidate
-    return ("absent", None) if not validator.is_valid(None) else None
 
 
 @check("INV-039")
@@ -439,19 +507,16 @@ def invocation_input_schema(ctx: Context) -> None:
 )
 def invocation_completes(ctx: Context) -> None:
     """The document route answers 200 `{invocation}`, completed with its outcome and Agent
-    Document, no retention, the request's correlationId and requestId echoed; the item route
-    answers the same envelope; event fixture options are an object; with `stream: true` the
-    POST answers 202 with a running invocation."""
+    Document, no retention, the request's input, correlationId and requestId echoed; the item
+    route answers the same envelope; event fixture options are an object; with `stream: true`
+    the POST answers 202 with a running invocation. The input is one the route accepts
+    (`route_input`); the kit's marker travels in the requestId and correlationId."""
     available(ctx)
     route = named(ctx, "document_route")
     token = secrets.token_hex(6)
-    sent = {
-        "routeId": route,
-        "input": {"conformance": token},
-        "args": ["conformance", 1],
-        "correlationId": f"conformance-c-{token}",
-        "requestId": f"conformance-r-{token}",
-    }
+    sent = invocation_body(
+        ctx, route, token, args=["conformance", 1], correlationId=f"conformance-c-{token}"
+    )
     reply = send(ctx, "invocations.create", body=sent, wait=True)
     found = envelope(ctx, reply, f"invocation of {route!r}", 200, "INV-026", "INV-002", "INV-003")
     if found.get("status") != "completed":
@@ -487,39 +552,40 @@ def invocation_completes(ctx: Context) -> None:
         ctx.check(again == found, "the item route's envelope is not the final one", "INV-029")
         bad: tuple[tuple[str, Any], ...] = (("a string", "conformance"), ("an array", []))
         for label, options in bad:
-            reply = send(
-                ctx, "invocations.create", body={"routeId": route, "eventFixture": options}
-            )
+            body = invocation_body(ctx, route, token, eventFixture=options)
+            reply = send(ctx, "invocations.create", body=body)
             ctx.expect_error(reply, "BX1004", f"event fixture options as {label}", "INV-006")
         fixture = {"fixtureId": f"conformance-{token}"}
-        reply = send(
-            ctx, "invocations.create", body={"routeId": route, "eventFixture": fixture}, wait=True
-        )
+        body = invocation_body(ctx, route, token, eventFixture=fixture)
+        reply = send(ctx, "invocations.create", body=body, wait=True)
         ctx.check(
             reply.status == 200,
             f"an invocation with event fixture options: {reply.describe()}",
             "INV-006",
         )
     start(ctx, "document_route")  # 202 with a running invocation; it completes on its own
-    ctx.note(f"{route!r} completed with outcome {found.get('outcome')!r}, echoed ids")
+    ctx.note(
+        f"{route!r} completed with outcome {found.get('outcome')!r}, echoed ids and input"
+        f" {json.dumps(sent['input'])[:80]}"
+    )
 
 
 @check("INV-022", "INV-023", needs_by_id={"INV-023": (SHAPE,)})
 def invocation_trace(ctx: Context) -> None:
-    """The invocation's trace entries (found by its requestId) link to the invocation with an
-    `href` that answers it, and none of them holds the envelope's render events, document or
-    result."""
+    """The invocation's trace entries link to the invocation with an `href` that answers it, and
+    none of them holds the envelope's render events, document or result. The kit finds them by
+    its marker in the invocation's requestId (`conformance-r-MARKER`), not by the input, which
+    is the route's (`route_input`)."""
     available(ctx)
     route = named(ctx, "document_route")
-    request_id = f"conformance-r-{secrets.token_hex(6)}"
+    sent = invocation_body(ctx, route)
     after = latest(ctx, "trace.replay")
-    reply = send(
-        ctx, "invocations.create", body={"routeId": route, "requestId": request_id}, wait=True
-    )
+    reply = send(ctx, "invocations.create", body=sent, wait=True)
     found = envelope(ctx, reply, f"invocation of {route!r}", 200)
-    entries = wait_for_entries(ctx, after, request_id, ctx.target.stream_timeout)
+    marker = sent["requestId"]
+    entries = wait_for_entries(ctx, after, marker, ctx.target.stream_timeout)
     if not entries:
-        ctx.not_testable(f"no trace entry carries the invocation's requestId {request_id}")
+        ctx.not_testable(f"no trace entry carries the invocation's requestId {marker}")
     hrefs = {e.get("href") for e in entries}
     ctx.check(
         None not in hrefs,
@@ -644,9 +710,8 @@ def invocation_cancel(ctx: Context) -> None:
     )
     ctx.check("outcome" not in final, f"{label}: outcome {final.get('outcome')!r}", "INV-012")
     if ctx.target.document_route is not None:
-        reply = send(
-            ctx, "invocations.create", body={"routeId": ctx.target.document_route}, wait=True
-        )
+        body = invocation_body(ctx, ctx.target.document_route)
+        reply = send(ctx, "invocations.create", body=body, wait=True)
         done = envelope(ctx, reply, "an invocation of the document route", 200)
         refused = send(ctx, "invocations.cancel", identity(ctx, done))
         ctx.expect_error(
@@ -688,7 +753,7 @@ def invocation_window(ctx: Context) -> None:
     available(ctx)
     route = named(ctx, "flood_route")
     most, size = _expect.limit("render-window-events"), _expect.limit("render-window-bytes")
-    reply = send(ctx, "invocations.create", body={"routeId": route}, wait=True)
+    reply = send(ctx, "invocations.create", body=invocation_body(ctx, route), wait=True)
     plain = envelope(ctx, reply, f"invocation of {route!r}", 200)
     judge_retention(ctx, plain, f"{route!r}'s envelope")
     if not ctx.follows(SHAPE):

@@ -9,6 +9,12 @@ an input the route does not declare). A run's `target` is a host kind of spec/ho
 first of them. What needs no run is checked on every target: a request body without
 `surfaceId`, `target` or `input` is refused.
 
+A run's `input` is the one the kit sends the route as an invocation (`invocations.route_input`:
+the target's `--route-input JSON`, else one the route's listed `inputSchema` accepts), so a
+route that declares its input runs. The seed's run request carries nothing else the kit could
+mark (no `requestId`): the kit finds a run by the id its create answers, and the invocation
+that ran it by the run's `invocationId`, never by its input.
+
 The seeds name the request's keys and say that a run record, recent runs and one run are
 answered, without their shapes. The record's keys (DevRuntimeRun.json), the 201 `{run}` answer
 given once the run has ended, the list's `{runs}` newest first, the item's `{run}`, the runtime
@@ -33,7 +39,7 @@ from conformance._client import Client
 from conformance._registry import Context, check
 from conformance._reply import Reply
 from conformance.checks._common import JSON_TYPE, json_bytes
-from conformance.checks.invocations import ROUTE_WAIT, named
+from conformance.checks.invocations import ROUTE_WAIT, input_hint, named, route_input
 
 SHAPE = "runtime-run-shape"
 PARAM = "{runId}"
@@ -73,9 +79,11 @@ def host_kind() -> str:
     return str(get_spec().rows("hosts", "host")[0]["kind"])
 
 
-def request(surface: str, token: str, **extra: Any) -> dict[str, Any]:
-    """A DevRuntimeInvocationRequest of `surface` with every required key."""
-    return {"surfaceId": surface, "target": host_kind(), "input": {"conformance": token}} | extra
+def request(ctx: Context, surface: str, **extra: Any) -> dict[str, Any]:
+    """A DevRuntimeInvocationRequest of `surface` with every required key: its input is the
+    one the kit sends the route (`route_input`)."""
+    given = route_input(ctx, surface, secrets.token_hex(6))
+    return {"surfaceId": surface, "target": host_kind(), "input": given} | extra
 
 
 def body_of(reply: Reply) -> Any:
@@ -101,12 +109,14 @@ def record(ctx: Context, reply: Reply, what: str, *ids: str) -> dict[str, Any]:
         wanted = "a 2xx JSON object"
         if 200 <= reply.status < 300 and isinstance(body, dict):
             return body
-    ctx.not_testable(f"{what}: {reply.describe()} {reply.body[:160]!r}, not {wanted}")
+    ctx.not_testable(
+        f"{what}: {reply.describe()} {reply.body[:160]!r}, not {wanted}" + input_hint(ctx, reply)
+    )
 
 
 def run_once(ctx: Context, surface: str, what: str, *ids: str) -> dict[str, Any]:
     """Run `surface` once (waiting for its end); its record."""
-    sent = request(surface, secrets.token_hex(6))
+    sent = request(ctx, surface)
     reply = send(ctx, "runtime.create", body=sent, wait=True)
     return record(ctx, reply, what, *ids)
 
@@ -153,7 +163,7 @@ def run_request_errors(ctx: Context) -> None:
     surface it names."""
     available(ctx)
     surface = ctx.target.document_route or f"conformance-no-such-surface-{secrets.token_hex(4)}"
-    full = request(surface, secrets.token_hex(6))
+    full = request(ctx, surface)
     for key in REQUIRED:
         body = {k: v for k, v in full.items() if k != key}
         reply = send(ctx, "runtime.create", body=body, wait=True)
@@ -189,7 +199,7 @@ def run_create(ctx: Context) -> None:
         "RUN-003",
     )
     unknown = f"conformance-no-such-surface-{secrets.token_hex(4)}"
-    reply = send(ctx, "runtime.create", body=request(unknown, "x"), wait=True)
+    reply = send(ctx, "runtime.create", body=request(ctx, unknown), wait=True)
     ctx.expect_error(reply, "BX3101", "a run of an unknown surface", "RUN-003")
     generation = active_generation(ctx, found)
     if generation is None:
@@ -198,7 +208,7 @@ def run_create(ctx: Context) -> None:
         reply = send(
             ctx,
             "runtime.create",
-            body=request(surface, "g", expectedGenerationId=generation),
+            body=request(ctx, surface, expectedGenerationId=generation),
             wait=True,
         )
         body = body_of(reply)
@@ -218,11 +228,11 @@ def run_create(ctx: Context) -> None:
             )
     stale = f"conformance-stale-{secrets.token_hex(4)}"
     reply = send(
-        ctx, "runtime.create", body=request(surface, "s", expectedGenerationId=stale), wait=True
+        ctx, "runtime.create", body=request(ctx, surface, expectedGenerationId=stale), wait=True
     )
     ctx.expect_error(reply, "BX3103", f"a run expecting generation {stale!r}", "RUN-002")
     fixture = f"conformance-no-such-fixture-{secrets.token_hex(4)}"
-    reply = send(ctx, "runtime.create", body=request(surface, "f", fixtureId=fixture), wait=True)
+    reply = send(ctx, "runtime.create", body=request(ctx, surface, fixtureId=fixture), wait=True)
     body = body_of(reply)
     answered = reply.describe()
     if reply.status == 201 and isinstance(body, dict) and isinstance(body.get("run"), dict):
@@ -300,7 +310,9 @@ def run_records(ctx: Context) -> None:
 @check("RUN-006", needs=(SHAPE,))
 def run_invocation(ctx: Context) -> None:
     """A run record names the invocation that ran it (`invocationId`); that invocation is of
-    the run's surface, and its context's `host` is the run's target."""
+    the run's surface, and its context's `host` is the run's target. The kit finds that
+    invocation by the `invocationId`: a run request carries no marker but in its input, which
+    is the route's (`route_input`)."""
     available(ctx)
     surface = named(ctx, SETTING)
     found = run_once(ctx, surface, f"a run of {surface!r}")

@@ -49,11 +49,12 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bundle_contract._build._layout import layout
 from bundle_contract._generated.errors import (
     HostNotLaunchable,
     MalformedSessionRequest,
@@ -172,6 +173,7 @@ class SessionManager:
         engine: Callable[[], Engine] | None = None,
         homes: Path | None = None,
         models: ScriptedModels | None = None,
+        targets: Callable[[], Collection[str] | None] | None = None,
     ) -> None:
         spec = get_spec()
         # Where sessions' own host homes go (hosts.toml [host.attach] home): beside the
@@ -187,6 +189,8 @@ class SessionManager:
         self._attach: Attach = attach or _bare
         self._ledger = ledger  # where spawned sessions are recorded (see _ledger.py)
         self._overrides: Overrides = dict(executables or {})
+        # The project's target host kinds as known now (None: not known), for the host list.
+        self._targets = targets or (lambda: None)
         self._env = dict(env) if env is not None else None
         self._publish = publish
         self._subreaper = subreaper
@@ -248,7 +252,11 @@ class SessionManager:
 
     def hosts(self) -> builtins.list[dict[str, Any]]:
         """HostAvailability for every host kind of hosts.toml."""
-        return availability(self._overrides, self._child_env_base())
+        root = Path(self.project_root)
+        config = next((name for name in layout().config_files if (root / name).is_file()), None)
+        return availability(
+            self._overrides, self._child_env_base(), targets=self._targets(), config_file=config
+        )
 
     def set_executables(self, executables: Overrides) -> None:
         """Replace the host executables new sessions launch (running ones keep theirs)."""

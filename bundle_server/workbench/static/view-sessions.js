@@ -1,5 +1,8 @@
 // Sessions: the hosts that can be launched, and one terminal (xterm.js) per host session,
 // attached to its server-sent event stream: the replay first, then live output, byte-exact.
+// The host kinds the project targets come first; the others wait behind "More host kinds". A
+// host kind that cannot be launched for want of its executable says what to do (the server's
+// HostAvailability `setup`): install the real CLI, or name another executable in dev.hosts.
 import { ApiError, connection, getJSON, postJSON, send } from "/assets/api.js";
 import { h, replace } from "/assets/dom.js";
 import { FitAddon } from "/assets/addon-fit.mjs";
@@ -59,10 +62,38 @@ export function mount(container) {
     }
   }
 
+  function showHosts(available) {
+    const more = hosts.querySelector("details.more-hosts");
+    const wasOpen = Boolean(more && more.open);
+    const panel = (host) => hostPanel(host, create, recheck);
+    const others = available.filter((host) => !host.targeted);
+    replace(
+      hosts,
+      available.filter((host) => host.targeted).map(panel),
+      others.length
+        ? h(
+            "details",
+            { className: "more-hosts", open: wasOpen },
+            h("summary", {}, `More host kinds (${others.length}), not targeted by this project`),
+            h("div", { className: "hosts" }, others.map(panel)),
+          )
+        : null,
+    );
+  }
+
+  // After installing a CLI or editing dev.hosts: the server looks again, nothing restarts.
+  async function recheck() {
+    try {
+      showHosts((await getJSON("/api/sessions")).hosts);
+    } catch (caught) {
+      if (!(caught instanceof ApiError && caught.status === 401)) error.textContent = caught.message;
+    }
+  }
+
   async function load() {
     try {
       const { sessions, hosts: available } = await getJSON("/api/sessions");
-      replace(hosts, available.map((host) => hostPanel(host, create)));
+      showHosts(available);
       // Newest on top, as a session started here is: each card is prepended, oldest first.
       const oldestFirst = sessions.slice().sort((a, b) => (a.startedAt < b.startedAt ? -1 : 1));
       for (const session of oldestFirst) addCard(session).attach();
@@ -90,7 +121,8 @@ export function mount(container) {
   };
 }
 
-function hostPanel(host, create) {
+function hostPanel(host, create, recheck) {
+  const setupId = `setup-${host.host}`;
   const prompt = h("input", {
     type: "text",
     placeholder: "prompt (optional)",
@@ -102,6 +134,7 @@ function hostPanel(host, create) {
     {
       type: "button",
       disabled: !host.launchable,
+      "aria-describedby": host.setup ? setupId : undefined,
       onclick: () => create(host.host, prompt.value.trim()),
     },
     `Start ${host.host}`,
@@ -109,10 +142,71 @@ function hostPanel(host, create) {
   prompt.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && host.launchable) start.click();
   });
+  // Not launchable is a fault only for a host kind the project targets.
   const detail = host.launchable
     ? h("span", { className: "muted" }, host.executable || "")
-    : h("span", { className: "error" }, host.reason || "not launchable");
-  return h("div", { className: "host", "data-host": host.host }, h("strong", {}, host.host), " ", detail, " ", prompt, " ", start);
+    : h("span", { className: host.targeted ? "warn" : "muted" }, host.reason || "not launchable");
+  return h(
+    "div",
+    { className: "host", "data-host": host.host, "data-targeted": String(Boolean(host.targeted)) },
+    h("div", {}, h("strong", {}, host.host), " ", detail, " ", prompt, " ", start),
+    host.setup ? setupHelp(host, setupId, recheck) : null,
+  );
+}
+
+// What makes a host kind launchable whose executable was not found: the real CLI, installed
+// as the server says (hosts.toml's npm package at its tested version), or another executable
+// named in the project config's dev.hosts.
+function setupHelp(host, id, recheck) {
+  const { lookedFor, fromConfig, install, config } = host.setup;
+  const where = [h("code", {}, "dev.hosts"), " of ", config ? h("code", {}, config) : "the project's config"];
+  const entry = `"dev": {"hosts": {"${host.host}": {"executable": "/path/to/${lookedFor.split("/").pop()}"}}}`;
+  const steps = [];
+  if (fromConfig) {
+    steps.push(
+      h(
+        "li",
+        {},
+        ...where,
+        " names ",
+        h("code", {}, lookedFor),
+        ` for ${host.host}: make it an absolute path or a name on the server's PATH, or remove it to use the host's own CLI.`,
+      ),
+    );
+  }
+  if (install) {
+    steps.push(
+      h(
+        "li",
+        { className: "install" },
+        `Install ${install.npmPackage} (the version the bundle is tested with): `,
+        h("code", {}, shellJoin(install.command)),
+      ),
+    );
+  }
+  if (!fromConfig) {
+    steps.push(
+      h(
+        "li",
+        { className: "configure" },
+        `Or name another executable for ${host.host} in `,
+        ...where,
+        ": ",
+        h("code", { className: "entry" }, entry),
+      ),
+    );
+  }
+  return h(
+    "div",
+    { className: "setup", id },
+    h("p", {}, `To start ${host.host} sessions, the server looked for `, h("code", {}, lookedFor), " on its PATH:"),
+    h("ul", {}, steps),
+    h("button", { type: "button", onclick: recheck }, "Check again"),
+  );
+}
+
+function shellJoin(argv) {
+  return argv.map((word) => (/^[A-Za-z0-9@%+=:,./_-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`)).join(" ");
 }
 
 class SessionCard {
