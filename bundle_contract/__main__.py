@@ -3,22 +3,26 @@
 bundle-contract check              load and cross-check every table and schema
 bundle-contract generate [--check] rewrite (or verify) bundle_contract/_generated/
 bundle-contract schemas --out DIR  write every schema, derived ones included, as JSON
+bundle-contract openapi --out FILE write the OpenAPI 3.1 document
+
+Exit status (runtime.toml [[exit]]): 0 done; 1 spec/ is inconsistent, or `generate --check`
+found a stale module; 2 a usage error, or an --out that cannot be written.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from bundle_contract._spec import SCHEMA_BASE, SpecError, get_spec
+from bundle_contract._command import FAILURE, OK, Parser, fail, parse, subcommands
 
 
 def _check() -> int:
     from bundle_contract._schemas import schema_documents, unresolved_refs
+    from bundle_contract._spec import SpecError, get_spec
 
     spec = get_spec()
     broken = unresolved_refs()
@@ -54,11 +58,12 @@ def _generate(check: bool) -> int:
     stale = generate(check=check)
     for name in stale:
         print(f"{'stale' if check else 'wrote'}: bundle_contract/_generated/{name}")
-    return 1 if check and stale else 0
+    return FAILURE if check and stale else OK
 
 
 def _schemas(out: Path) -> int:
     from bundle_contract._schemas import schema_documents
+    from bundle_contract._spec import SCHEMA_BASE
 
     out.mkdir(parents=True, exist_ok=True)
     for uri, document in sorted(schema_documents().items()):
@@ -77,8 +82,8 @@ def _openapi(out: Path) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bundle-contract", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="bundle-contract", description=__doc__.splitlines()[0])
+    commands = subcommands(parser)
     commands.add_parser("check", help="load and cross-check spec/")
     generate = commands.add_parser("generate", help="rewrite bundle_contract/_generated/")
     generate.add_argument("--check", action="store_true", help="fail if anything is stale")
@@ -86,7 +91,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     schemas.add_argument("--out", type=Path, required=True)
     openapi = commands.add_parser("openapi", help="write the OpenAPI 3.1 document")
     openapi.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
+    out: Path | None = getattr(args, "out", None)
+    if out is not None and args.command == "openapi" and not out.parent.is_dir():
+        return fail(parser.prog, f"--out {out}: no directory {out.parent}")
+    from bundle_contract._spec import SpecError
+
     try:
         if args.command == "check":
             return _check()
@@ -97,7 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _schemas(args.out)
     except SpecError as exc:
         print(exc, file=sys.stderr)
-        return 1
+        return FAILURE
+    except OSError as exc:  # the --out the user gave cannot be written
+        return fail(parser.prog, f"--out {args.out}: {exc.strerror or exc}")
 
 
 if __name__ == "__main__":

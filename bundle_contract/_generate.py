@@ -164,6 +164,20 @@ def runtime_module(spec: Spec) -> str:
     return "\n".join(lines) + "\n"
 
 
+def commands_module(spec: Spec) -> str:
+    """What every command needs before it may load the spec, as literals: its exit codes by
+    class (runtime.toml [[exit]]) and the bounds of what argparse checks. `--help` and a usage
+    error must answer at once, and loading the spec costs a second on a busy machine."""
+    port = spec.schemas["StartOptions"]["properties"]["port"]
+    lines = [HEADER]
+    for row in spec.rows("runtime", "exit"):
+        name = "EXIT_" + row["class"].upper().replace("-", "_")
+        lines.append(f"{name} = {row['code']}  # runtime.toml [[exit]] {row['class']}")
+    lines.append(f"PORT_MINIMUM = {port['minimum']}  # StartOptions.json port")
+    lines.append(f"PORT_MAXIMUM = {port['maximum']}  # StartOptions.json port")
+    return "\n".join(lines) + "\n"
+
+
 def hook_io_module(spec: Spec) -> str:
     """What the hook wrapper reads and writes, as literals: per host kind and handler event,
     where each payload field comes from (hooks.toml payload_source over hosts.toml); per host
@@ -295,6 +309,7 @@ MODULES: dict[str, Callable[[Spec], str]] = {
     "vocabulary.py": vocabulary_module,
     "canonical_tables.py": canonical_tables_module,
     "runtime.py": runtime_module,
+    "commands.py": commands_module,
     "hook_io.py": hook_io_module,
 }
 

@@ -23,7 +23,8 @@ Theory of operation (seed 000, Authentication 4-7):
    server that accepts, then trickles, must not stretch the hook by three timeouts.
 4. Failure is silent. `post_receipt` returns True only on 204 and False on anything else; it
    never raises and never prints, and `main` always exits 0 with nothing on stdout (a host reads
-   hook stdout as the hook's answer).
+   hook stdout as the hook's answer): runtime.toml [[exit]] `hook`, a bad option included.
+   Only a lone `--help` (or `-h`) prints, the usage on stdout: no hook runs it so.
 
 Import cost: a coding agent runs the wrapper as a fresh process on every tool call, so this
 module loads only json, os, socket and time and the generated `_generated/runtime.py` (the spec
@@ -41,7 +42,7 @@ import stat
 import sys
 import time
 
-from bundle_contract._generated import runtime
+from bundle_contract._generated import commands, runtime
 
 TYPE_CHECKING = False  # see bundle_contract/__init__.py: typing stays off the hook-time path
 if TYPE_CHECKING:
@@ -131,14 +132,30 @@ def post_receipt(
         return False
 
 
+POST_MS = runtime.WRAPPER_POST_MS
+USAGE = f"""usage: bundle-hook-receipt [--bundle-root DIR] < RECEIPT
+
+Post one EventTraceReceipt (JSON on stdin) to the development server of the project that
+the bundle installed at DIR (default: ${PLUGIN_ROOT_VARIABLE}, else the current directory)
+links to, within {POST_MS} ms; with no server, nothing is posted. Run as a hook it never
+prints and always exits 0, whatever happens: a host reads a hook's stdout and exit status as
+its answer, and a receipt is observation only.
+"""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`bundle-hook-receipt [--bundle-root DIR]`: post the receipt read from stdin; exit 0.
 
     Always 0 and never a byte on stdout, whatever happens: the host reads a hook's exit status
-    and stdout as its answer, and a receipt is observation only.
+    and stdout as its answer, and a receipt is observation only. A lone `--help` prints the
+    usage (on stdout; no hook is ever configured so).
     """
     try:
         args = list(sys.argv[1:] if argv is None else argv)
+        if args in (["--help"], ["-h"]):
+            sys.stdout.write(USAGE)
+            sys.stdout.flush()
+            return commands.EXIT_OK
         bundle_root: str | None = None
         # Hand-parsed: argparse costs ~10 ms of imports and prints usage on a bad flag.
         if len(args) == 2 and args[0] == "--bundle-root":
@@ -146,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif len(args) == 1 and args[0].startswith("--bundle-root="):
             bundle_root = args[0].partition("=")[2] or None
         elif args:
-            return 0  # an unknown invocation posts nothing rather than guess
+            return commands.EXIT_HOOK  # an unknown invocation posts nothing rather than guess
         # Bytes, and bounded: a runaway writer must not make us buffer it all. The bound is
         # looser than the body limit because whitespace (an indented receipt) does not count;
         # post_receipt applies the limit to the compact form.
@@ -157,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 post_receipt(receipt, bundle_root=bundle_root)
     except BaseException:  # even ^C or a closed stdin must not fail the hook
         pass
-    return 0
+    return commands.EXIT_HOOK
 
 
 def _post(target: tuple[str, int, str], token: str, body: bytes, deadline: float) -> int:

@@ -39,13 +39,29 @@ close) mounts it. Handlers reach a service with `call.state.service(kind)`.
   compared and reported) and the `bundle-evals` command; its API is `bundle_server.evals`;
 - `_dev_server`, `_runner`, `_project_config`, `_ids`: the server wired together, its command,
   the project's server configuration, and resource ids.
+
+The names below load on first use, as bundle_contract's do: `bundle-server --help` and
+`bundle-evals --help` must not pay for the server's imports (seconds on a busy machine).
 """
 
-from bundle_server._dev_server import DevServer, start_dev_server
-from bundle_server._http.app import BundleApp, create_app
-from bundle_server._http.routing import complete_groups, unhandled_routes, unknown_handlers
+from __future__ import annotations
 
-__all__: list[str] = [
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# name -> the private module that defines it. This table is the public API.
+_EXPORTS = {
+    "BundleApp": "_http.app",
+    "create_app": "_http.app",
+    "DevServer": "_dev_server",
+    "start_dev_server": "_dev_server",
+    "complete_groups": "_http.routing",
+    "unhandled_routes": "_http.routing",
+    "unknown_handlers": "_http.routing",
+}
+
+# A literal, so type checkers see the names exported (a test holds it equal to the table).
+__all__ = [
     "BundleApp",
     "DevServer",
     "complete_groups",
@@ -54,3 +70,25 @@ __all__: list[str] = [
     "unhandled_routes",
     "unknown_handlers",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bundle_server' has no attribute {name!r}")
+    # The whole server first, as an eager import did: its services' modules register their
+    # handlers on import, and `unhandled_routes()` must see every one.
+    importlib.import_module("bundle_server._dev_server")
+    value = getattr(importlib.import_module(f"bundle_server.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # the same names, for type checkers; a test holds both lists equal
+    from bundle_server._dev_server import DevServer, start_dev_server
+    from bundle_server._http.app import BundleApp, create_app
+    from bundle_server._http.routing import complete_groups, unhandled_routes, unknown_handlers

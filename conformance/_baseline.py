@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from bundle_contract._command import reason
 from conformance import _expect
 from conformance._results import Report, Status
 
@@ -22,7 +23,7 @@ def load(path: Path) -> frozenset[str]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        raise ValueError(f"{path}: {reason(exc)}") from None
     known = {row["id"] for row in _expect.requirements()}
     found = []
     for number, line in enumerate(lines, 1):

@@ -17,8 +17,10 @@ line (exit 2) when it does not; then it prints each check to stderr as it ends, 
 the results, then the traceability of the selected requirements (counts per kind, and every
 untested id). It exits 0 when no requirement FAILs or is NOT_TESTABLE beyond the expected
 failures and no expected failure passed (stale); with --strict a WARN fails too, and so does
-an untested HTTP requirement in the selection. 1 otherwise; 2 for a usage error (argparse's own
-convention), a bad description or baseline file, or a target it cannot check. `list` prints
+an untested HTTP requirement in the selection. 1 otherwise; 2 for a usage error (a bad option or
+value, named as the user gave it: `--mcp-tool` on the command line, `mcp_tool` in the target
+file), a bad description or baseline file, or a target it cannot check (runtime.toml [[exit]]).
+`list` prints
 every requirement with its level and how it is verified (tested / untested / excluded, with
 the reason), then the counts; with --strict it exits 1 when a selected row is untested.
 `decisions` prints each decision of ours the kit can assume and the checks that need it.
@@ -27,12 +29,14 @@ the reason), then the counts; with --strict it exits 1 when a selected row is un
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bundle_contract._command import FAILURE, OK, Parser, fail, parse, subcommands
 from conformance import _baseline, _description
 from conformance._decisions import DECISIONS, DEFAULT_PROFILE, PROFILES
 from conformance._preflight import preflight
@@ -55,11 +59,29 @@ def _formats(value: str) -> list[str]:
     return names
 
 
-def parser() -> argparse.ArgumentParser:
-    main = argparse.ArgumentParser(
-        prog="bundle-conformance", description="Black-box conformance checks over HTTP."
-    )
-    commands = main.add_subparsers(dest="command", required=True)
+# Target's keyword for each command-line option that sets one (the target file's key, too).
+OPTIONS = {
+    "profile": "--profile",
+    "cookie": "--cookie-name",
+    "receipt_auth": "--receipt-auth",
+    "receipt_template": "--receipt-template",
+    "publish": "--publish",
+    "publish_command": "--publish-command",
+    "document_route": "--document-route",
+    "long_route": "--long-route",
+    "flood_route": "--flood-route",
+    "route_input": "--route-input",
+    "mcp_server": "--mcp-server",
+    "mcp_tool": "--mcp-tool",
+    "mcp_arguments": "--mcp-arguments",
+    "mcp_meta_tool": "--mcp-meta-tool",
+    "mcp_crash_tool": "--mcp-crash-tool",
+}
+
+
+def parser() -> Parser:
+    main = Parser(prog="bundle-conformance", description="Black-box conformance checks over HTTP.")
+    commands = subcommands(main)
     go = commands.add_parser("run", help="check a running server")
     go.add_argument("--url", required=True, help="the server's base URL, http://127.0.0.1:PORT")
     go.add_argument("--session", required=True, help="the foreground session value")
@@ -153,7 +175,7 @@ def _list(args: argparse.Namespace) -> int:
         print(f"{row.requirement:<10} {row.level:<6} {row.state:<9} {row.reason}")
     for line in summary(rows):
         print(line)
-    return 1 if args.strict and any(r.state == "untested" for r in rows) else 0
+    return FAILURE if args.strict and any(r.state == "untested" for r in rows) else OK
 
 
 def _decisions() -> int:
@@ -174,11 +196,26 @@ def _decisions() -> int:
         held = [c.name for c in checks if any(decision.name in owners(s) for s in c.schemas())]
         if held:
             print(f"  held (when declared) by {', '.join(held)}")
-    return 0
+    return OK
+
+
+def _as_given(message: str, args: argparse.Namespace) -> str:
+    """`message` with each Target keyword named as the user gave it: its option, unless a
+    target file is in play and the command line did not set it (the file's keys are the
+    keywords)."""
+
+    def named(match: re.Match[str]) -> str:
+        key = match.group(0)
+        option = OPTIONS[key]
+        given = getattr(args, option[2:].replace("-", "_"), None) is not None
+        return option if given or args.target_file is None else key
+
+    return re.sub(r"\b(" + "|".join(OPTIONS) + r")\b", named, message)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    main_parser = parser()
+    args = parse(main_parser, argv)
     if args.command == "list":
         return _list(args)
     if args.command == "decisions":
@@ -195,20 +232,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         listed = _baseline.load(args.expected_failures) if args.expected_failures else None
     except ValueError as exc:
-        print(f"bundle-conformance: {exc}", file=sys.stderr)
-        return 2
+        return fail(main_parser.prog, _as_given(str(exc), args))
     problem = preflight(target)
     if problem is not None:
-        print(f"bundle-conformance: {problem}", file=sys.stderr)
-        return 2
+        return fail(main_parser.prog, problem)
 
     def progress(check: Check, seconds: float) -> None:
         print(f"  {check.name:<48} {seconds:6.2f}s", file=sys.stderr, flush=True)
 
     report = run(target, args.select, progress=progress)
     if not report.results:
-        print(f"bundle-conformance: no check covers {args.select}", file=sys.stderr)
-        return 2
+        return fail(main_parser.prog, f"--select {' '.join(args.select)}: no check covers it")
     judged = _baseline.judge(report, listed or frozenset(), args.strict)
     for result in report.results:
         status = result.status.value
@@ -230,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     untested = [r.requirement for r in rows if r.method == "http" and r.state == "untested"]
     if args.strict and untested:
         print(f"strict: {len(untested)} selected HTTP requirements have no check")
-    return 0 if judged.ok and not (args.strict and untested) else 1
+    return OK if judged.ok and not (args.strict and untested) else FAILURE
 
 
 if __name__ == "__main__":  # pragma: no cover

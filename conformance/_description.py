@@ -30,6 +30,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from bundle_contract._command import reason
 from conformance._receipt import template_problem
 
 KEYS = {
@@ -57,7 +58,7 @@ def load(path: Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        raise ValueError(f"{path}: {reason(exc)}") from None
     for key, value in data.items():
         if key not in KEYS:
             raise ValueError(f"{path}: unknown key {key!r} (known: {', '.join(KEYS)})")
@@ -80,7 +81,7 @@ def template(path: Path) -> Any:
     try:
         found = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"receipt template {path}: {exc}") from None
+        raise ValueError(f"receipt template {path}: {reason(exc)}") from None
     problem = template_problem(found)
     if problem is not None:
         raise ValueError(f"receipt template {path}: {problem}")

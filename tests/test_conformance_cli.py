@@ -373,7 +373,7 @@ def test_an_unreachable_target_or_a_refused_session_stops_with_one_line(
     assert main(["run", "--url", f"http://127.0.0.1:{port}", "--session", "x"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.startswith("bundle-conformance: cannot reach ")
+    assert captured.err.startswith("bundle-conformance: error: cannot reach ")
     assert len(captured.err.splitlines()) == 1
     assert main(["run", "--url", target.url, "--session", "wrong"]) == 2
     captured = capsys.readouterr()

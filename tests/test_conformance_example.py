@@ -171,7 +171,7 @@ def test_a_route_input_that_is_not_json_is_a_usage_error(
 ) -> None:
     argv = ["run", "--url", "http://127.0.0.1:9", "--session", "s", "--route-input", "{nope"]
     assert main(argv) == 2
-    assert "route_input must be JSON text" in capsys.readouterr().err
+    assert "--route-input must be JSON text" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,10 @@ directory and SKILL.md name) and the eval suite (its file and contents), in file
 file text alike. `Names.of` derives each from the directory's name within the rules its field
 follows (BundleConfig.json, SkillToken.json, McpServerDefinition.json, EvalSuite.json, a
 Python identifier no installed module already answers to).
+
+Exit status (runtime.toml [[exit]]): 0 done; 1 the host refused the install or uninstall, or
+doctor found a problem; 2 a usage error: a bad option, a DIR that is a file or cannot be
+created, a PROJECT that is not a directory, a host that cannot be installed into.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bundle_contract._build._layout import layout
+from bundle_contract._command import FAILURE, OK, Parser, fail, parse, subcommands
 from bundle_contract._doctor import _cli as doctor
 
 TEMPLATE_ID = "safe-shell"
@@ -189,8 +194,8 @@ def author() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bundle-devkit", description="Bundle project tools.")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="bundle-devkit", description="Bundle project tools.")
+    commands = subcommands(parser)
     new = commands.add_parser("new", help="create a bundle project from the template")
     new.add_argument("directory", help="where to create it (absent or empty)")
     for name, what in (("install", "build PROJECT and install its plugin"), ("uninstall", "")):
@@ -213,25 +218,40 @@ def main(argv: list[str] | None = None) -> int:
                 help="install into a CLI version the bundle was not tested with (see doctor)",
             )
     doctor.add_parser(commands)
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     if args.command == "doctor":
         return doctor.run(args)
     if args.command != "new":
         return _install_command(args)
+    target = Path(args.directory)
+    if target.exists() and not target.is_dir():
+        return fail("bundle-devkit new", f"DIR {target}: a file, not a directory")
     try:
-        created = new_project(Path(args.directory))
-    except (FileExistsError, FileNotFoundError, OSError) as error:
-        print(f"bundle-devkit: {error}", file=sys.stderr)
-        return 2
+        created = new_project(target)
+    except OSError as error:  # not empty, or cannot be created
+        where = error.filename or target
+        reason = f"{where}: {error.strerror}" if error.strerror else str(error)
+        return fail("bundle-devkit new", reason)
     print(next_steps(created))
     return 0
 
 
 def _install_command(args: argparse.Namespace) -> int:
-    """`install` / `uninstall`: one line on stderr (code and message) for any refusal."""
+    """`install` / `uninstall`: one line on stderr (code and message) for any refusal; a host
+    that cannot be installed into, or a PROJECT to install that is not a directory, is a usage
+    error, found before any work (uninstall reads only the state root: it works on a project
+    directory that is gone, when BUNDLE_STATE_ROOT keeps its record)."""
+    prog = f"bundle-devkit {args.command}"
+    if args.command == "install" and not Path(args.project).is_dir():
+        return fail(prog, f"PROJECT {args.project}: not a directory")
     from bundle_contract._error_bases import ContractError
+    from bundle_contract._host_install import install_row
     from bundle_contract._install import install_bundle, uninstall_bundle
 
+    try:
+        install_row(args.host)
+    except ContractError as error:
+        return fail(prog, f"--host {args.host}: {error.code} {error.message}")
     try:
         if args.command == "install":
             done = install_bundle(
@@ -241,13 +261,13 @@ def _install_command(args: argparse.Namespace) -> int:
             done = uninstall_bundle(args.project, args.host)
     except ContractError as error:
         print(f"bundle-devkit: {error.code} {error.message}", file=sys.stderr)
-        return 1
+        return FAILURE
     except OSError as error:
         print(f"bundle-devkit: {error}", file=sys.stderr)
-        return 1
+        return FAILURE
     if args.command == "uninstall":
         print(f"uninstalled {done.plugin} from {done.host} (scope {done.scope})")
-        return 0
+        return OK
     market = f" from marketplace {done.marketplace}" if done.marketplace else ""
     print(f"installed {done.plugin} into {done.host} (scope {done.scope}){market}")
     print(f"  installed from {done.directory} (kept until `bundle-devkit uninstall`)")

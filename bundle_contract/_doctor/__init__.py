@@ -22,7 +22,25 @@ Checks that need the copy are skipped, saying why, when an earlier one did not f
 hooks and servers run the user's code, in process units of their own, never in this process.
 """
 
-from bundle_contract._doctor._report import Check, DoctorReport
-from bundle_contract._doctor._run import doctor_bundle
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Loaded on first use: `bundle-devkit --help` (whose doctor subcommand is `_cli`) must not pay
+# for the checks' imports.
+_EXPORTS = {"Check": "_report", "DoctorReport": "_report", "doctor_bundle": "_run"}
 
 __all__ = ["Check", "DoctorReport", "doctor_bundle"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bundle_contract._doctor' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"bundle_contract._doctor.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from bundle_contract._doctor._report import Check, DoctorReport
+    from bundle_contract._doctor._run import doctor_bundle

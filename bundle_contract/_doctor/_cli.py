@@ -1,5 +1,6 @@
 """`bundle-devkit doctor PROJECT [--host H ...] [--json]`: exit 0 healthy, 1 a problem found,
-2 usage (a host doctor cannot check, a projection without a plugin manifest)."""
+2 usage (a PROJECT that is not a directory, a host doctor cannot check, a projection without a
+plugin manifest); runtime.toml [[exit]]."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import json
 import sys
 from pathlib import Path
 
+from bundle_contract._command import FAILURE as PROBLEM
+from bundle_contract._command import OK as HEALTHY
+from bundle_contract._command import USAGE, Parser, fail
 from bundle_contract._spec import get_spec
 
-HEALTHY, PROBLEM, USAGE = 0, 1, 2
 
-
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(commands: argparse._SubParsersAction[Parser]) -> None:
     doctor = commands.add_parser(
         "doctor", help="say, per host, whether the installed bundle will work and why not"
     )
@@ -38,25 +40,21 @@ def run(args: argparse.Namespace) -> int:
 
     project = Path(args.project)
     if not project.is_dir():
-        print(f"bundle-devkit: {project} is not a directory", file=sys.stderr)
-        return USAGE
+        return fail("bundle-devkit doctor", f"PROJECT {project}: not a directory")
     hosts = args.host or [
         host
         for host in installable_hosts()
         if record_path(state_published(project.resolve()), host).exists()
     ]
     if not hosts:
-        print(
-            f"bundle-devkit: nothing of {project} is installed; name a host with --host",
-            file=sys.stderr,
+        return fail(
+            "bundle-devkit doctor", f"nothing of {project} is installed; name a host with --host"
         )
-        return USAGE
     for host in hosts:  # a host doctor cannot check is a usage error, before any work
         try:
             install_row(host)
         except ContractError as error:
-            print(f"bundle-devkit: {host}: {error.code} {error.message}", file=sys.stderr)
-            return USAGE
+            return fail("bundle-devkit doctor", f"--host {host}: {error.code} {error.message}")
     reports, refused = [], False
     for host in hosts:
         try:

@@ -1,12 +1,13 @@
 """`bundle-manifest`: validate, inspect, canonicalize or schema-check an artifact manifest.
 
 PATH is an artifact root (a directory holding bundle.manifest.json) or a manifest file.
-Exit codes: 0 nothing found, 1 problems found, 2 usage (bad arguments, PATH does not exist).
+Exit status (runtime.toml [[exit]]): 0 nothing found, 1 problems found (a manifest that is
+missing from the root, unreadable or invalid included), 2 a usage error (a bad option, a PATH
+that does not exist).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -14,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bundle_contract._command import FAILURE as PROBLEMS
+from bundle_contract._command import OK, Parser, fail, parse, subcommands
 from bundle_contract._manifest._files import MANIFEST_NAME
 from bundle_contract._manifest._parse import (
     max_manifest_bytes,
@@ -22,12 +25,10 @@ from bundle_contract._manifest._parse import (
 from bundle_contract._manifest._read import inspect_artifact, read_manifest_file
 from bundle_contract._manifest._serialize import serialize_artifact_manifest
 
-OK, PROBLEMS, USAGE = 0, 1, 2
 
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bundle-manifest", description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+def _parser() -> Parser:
+    parser = Parser(prog="bundle-manifest", description=__doc__.split("\n")[0])
+    commands = subcommands(parser)
     helps = {
         "validate": "parse the manifest with every check of the parser",
         "inspect": "compare the files the manifest declares with the disk (PATH: a root)",
@@ -137,13 +138,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `bundle-manifest` console script; returns the exit code."""
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse exits 2 on a usage error, 0 on --help
+        args = parse(parser, argv)
+    except SystemExit as exc:  # a usage error, or --help
         return int(exc.code or 0)
     path: Path = args.path
     if not path.exists():
-        print(f"bundle-manifest: {path}: no such file or directory", file=sys.stderr)
-        return USAGE
+        return fail(parser.prog, f"{path}: no such file or directory")
     try:
         if args.command == "validate":
             return _validate(path, args.json)
@@ -152,8 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "canonicalize":
             return _canonicalize(path, args.json, args.check, args.write)
         return _schema(path, args.json)
-    except OSError as exc:
-        print(f"bundle-manifest: {path}: {exc}", file=sys.stderr)
+    except OSError as exc:  # the manifest under PATH cannot be read: a problem it has
+        print(f"bundle-manifest: {exc.filename or path}: {exc.strerror or exc}", file=sys.stderr)
         return PROBLEMS
 
 

@@ -13,12 +13,14 @@ project's .bundle/evals/). An --out that already holds a run of the same suite r
 Progress goes to stderr: a bar on a terminal, NDJSON events (EvalProgress.json) otherwise.
 `compare` takes two run directories (or run.json files); `report` rewrites a run's reports.
 
-Exit codes: 0 success (run: every case of the `with` arm, or of the only arm run, reached the
-pass threshold and no trial ended in error; compare: no case regressed); 1 run: a case below
-the threshold or a trial in error (a host that died, a setup command that failed: not
-graded), compare: a case regressed; 2 a usage error, a suite, run directory or run record
-that is not usable, a project a development server already serves, or a host that refuses to
-run here (as root without its opt-in); 130 interrupted (the run resumes with the same --out).
+Exit codes (runtime.toml [[exit]]): 0 success (run: every case of the `with` arm, or of the
+only arm run, reached the pass threshold and no trial ended in error; compare: no case
+regressed); 1 run: a case below the threshold or a trial in error (a host that died, a setup
+command that failed: not graded), compare: a case regressed; 2 a usage error, a suite, run
+directory or run record that is not usable (named as given), a project a development server
+already serves, or a host that refuses to run here (as root without its opt-in); 130
+interrupted (the run resumes with the same --out). The arguments are read before the harness
+is imported, and the allowed values of an option are looked up only when it is given.
 """
 
 from __future__ import annotations
@@ -27,36 +29,77 @@ import argparse
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from bundle_contract._command import (
+    FAILURE,
+    INTERRUPTED,
+    OK,
+    USAGE,
+    Parser,
+    fail,
+    parse,
+    plain,
+    subcommands,
+)
 from bundle_contract._error_bases import ContractError
-from bundle_contract._spec import get_spec
-from bundle_server.evals import compare_evals
-from bundle_server.evals.harness import MODELS, EvalHarness
-from bundle_server.evals.progress import for_stream
-from bundle_server.evals.reports import FORMATS, write_reports
-from bundle_server.evals.rundir import project_of, read_run, run_file
-from bundle_server.evals.runner import jobs_bound
-from bundle_server.evals.stats import summarize
-from bundle_server.evals.suite import load_suite
-from bundle_server.evals.vocabulary import ARMS, SESSION_HOSTS
+
+PROG = "bundle-evals"
+Allowed = Callable[[], Sequence[str]]
 
 
-def _listed(allowed: Sequence[str]) -> Any:
+def _arms() -> Sequence[str]:
+    from bundle_server.evals.vocabulary import ARMS
+
+    return ARMS
+
+
+def _hosts() -> Sequence[str]:
+    from bundle_server.evals.vocabulary import SESSION_HOSTS
+
+    return SESSION_HOSTS
+
+
+def _models() -> Sequence[str]:
+    from bundle_server.evals.harness import MODELS
+
+    return MODELS
+
+
+def _formats() -> Sequence[str]:
+    from bundle_server.evals.reports import FORMATS
+
+    return list(FORMATS)
+
+
+def _listed(allowed: Allowed) -> Any:
     def parse(value: str) -> list[str]:
         names = [name.strip() for name in value.split(",") if name.strip()]
-        unknown = [name for name in names if name not in allowed]
+        unknown = [name for name in names if name not in allowed()]
         if unknown or not names:
-            raise argparse.ArgumentTypeError(f"use a comma-separated list of {', '.join(allowed)}")
+            raise argparse.ArgumentTypeError(
+                f"use a comma-separated list of {', '.join(allowed())}"
+            )
         return names
 
     return parse
 
 
+def _one_of(allowed: Allowed) -> Any:
+    def parse(value: str) -> str:
+        if value not in allowed():
+            raise argparse.ArgumentTypeError(f"use one of {', '.join(allowed())}, not {value!r}")
+        return value
+
+    return parse
+
+
 def _jobs(value: str) -> int:
+    from bundle_server.evals.runner import jobs_bound
+
     low, high = jobs_bound()
     if not value.isdigit() or not low <= int(value) <= high:
         raise argparse.ArgumentTypeError(f"jobs must be from {low} to {high}")
@@ -64,6 +107,8 @@ def _jobs(value: str) -> int:
 
 
 def _trials(value: str) -> int:
+    from bundle_contract._spec import get_spec
+
     row = get_spec().limit("eval-trials")
     if not value.isdigit() or not row["minimum"] <= int(value) <= row["maximum"]:
         raise argparse.ArgumentTypeError(
@@ -72,41 +117,46 @@ def _trials(value: str) -> int:
     return int(value)
 
 
-def parser() -> argparse.ArgumentParser:
-    main = argparse.ArgumentParser(
-        prog="bundle-evals", description="Evaluation runs of a bundle: run, compare, report."
-    )
-    commands = main.add_subparsers(dest="command", required=True)
+def parser() -> Parser:
+    main = Parser(prog=PROG, description="Evaluation runs of a bundle: run, compare, report.")
+    commands = subcommands(main)
     run = commands.add_parser("run", help="run (or resume) an evaluation suite")
     run.add_argument("suite", type=Path)
     run.add_argument("--project", type=Path, help="the bundle project (default: above SUITE)")
     run.add_argument("--out", type=Path, help="the run directory (default: a new one)")
     run.add_argument("--trials", type=_trials, help="trials per case and arm")
-    run.add_argument("--arms", type=_listed(ARMS), help="with, without, or both")
+    run.add_argument("--arms", type=_listed(_arms), help="with, without, or both")
     run.add_argument("--jobs", type=_jobs, default=1, help="trials at once")
-    run.add_argument("--host", choices=SESSION_HOSTS, help="the host to run")
+    run.add_argument(
+        "--host", type=_one_of(_hosts), help="the host kind to run (default: the suite's)"
+    )
     run.add_argument(
         "--model",
-        choices=MODELS,
-        default="host",
-        help="the host's own model, or each case's script on a scripted model (no credentials)",
+        type=_one_of(_models),
+        help="host: the host's own model (the default); scripted: each case's script on a"
+        " scripted model (no credentials)",
     )
     run.add_argument("--keep-workspaces", action="store_true")
-    run.add_argument("--formats", type=_listed(list(FORMATS)), default=list(FORMATS))
+    run.add_argument("--formats", type=_listed(_formats), help="json,junit,html (all)")
     compare = commands.add_parser("compare", help="compare run B against run A")
     compare.add_argument("a", type=Path)
     compare.add_argument("b", type=Path)
-    compare.add_argument("--arm", choices=ARMS, default="with")
+    compare.add_argument("--arm", type=_one_of(_arms), help="with (default) or without")
     compare.add_argument("--alpha", type=float, default=0.05)
     compare.add_argument("--out", type=Path, help="write the comparison (JSON) here too")
     report = commands.add_parser("report", help="write the reports of a run again")
     report.add_argument("run", type=Path)
     report.add_argument("--out", type=Path, help="where (default: the run's directory)")
-    report.add_argument("--formats", type=_listed(list(FORMATS)), default=list(FORMATS))
+    report.add_argument("--formats", type=_listed(_formats), help="json,junit,html (all)")
     return main
 
 
 def command_run(args: argparse.Namespace) -> int:
+    from bundle_server.evals.harness import EvalHarness
+    from bundle_server.evals.progress import for_stream
+    from bundle_server.evals.rundir import project_of
+    from bundle_server.evals.suite import load_suite
+
     suite = load_suite(args.suite)
     project = args.project or project_of(args.suite)
     host = args.host or suite.setting("host")
@@ -114,7 +164,7 @@ def command_run(args: argparse.Namespace) -> int:
         project / ".bundle" / "evals" / f"{suite.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
     with EvalHarness(
-        project, host=host, keep_workspaces=args.keep_workspaces, model=args.model
+        project, host=host, keep_workspaces=args.keep_workspaces, model=args.model or "host"
     ) as harness:
         print(f"bundle-evals: run directory {out}", file=sys.stderr)
         record = harness.run(
@@ -124,7 +174,7 @@ def command_run(args: argparse.Namespace) -> int:
             arms=args.arms,
             jobs=args.jobs,
             progress=for_stream(sys.stderr),
-            formats=args.formats,
+            formats=args.formats or _formats(),
         )
     arm = "with" if "with" in record["arms"] else record["arms"][0]
     below = [
@@ -145,11 +195,15 @@ def command_run(args: argparse.Namespace) -> int:
             f"{len(errors)} trial(s) ended in error and were not graded;"
             f" {first['caseId']} [{first['arm']}] #{first['index']}: {first.get('error', '')}"
         )
-    return 1 if below or errors else 0
+    return FAILURE if below or errors else OK
 
 
 def command_compare(args: argparse.Namespace) -> int:
-    comparison = compare_evals(args.a, args.b, out=args.out, arm=args.arm, alpha=args.alpha)
+    from bundle_server.evals import compare_evals
+
+    comparison = compare_evals(
+        args.a, args.b, out=args.out, arm=args.arm or "with", alpha=args.alpha
+    )
     for case in comparison["cases"]:
         test = case.get("test")
         p_value = f"  p={test['pValue']:.4g}" if test else ""
@@ -164,17 +218,21 @@ def command_compare(args: argparse.Namespace) -> int:
             f"note: with these trial counts no case can reach p < {alpha:g}: run more trials",
             file=sys.stderr,
         )
-    return 1 if comparison["counts"].get("regressed") else 0
+    return FAILURE if comparison["counts"].get("regressed") else OK
 
 
 def command_report(args: argparse.Namespace) -> int:
+    from bundle_server.evals.reports import write_reports
+    from bundle_server.evals.rundir import read_run, run_file
+    from bundle_server.evals.stats import summarize
+
     path = run_file(args.run)
     record = read_run(path)
     # An interrupted run has no statistics yet: they are made from the trials it has.
     record["cases"] = summarize(record["results"], record["arms"])
-    for written in write_reports(record, args.out or path.parent, args.formats):
+    for written in write_reports(record, args.out or path.parent, args.formats or _formats()):
         print(written)
-    return 0
+    return OK
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -182,7 +240,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parse(parser(), argv)
     # SIGTERM ends a run as ^C does: the server closes and ends every trial's host.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -190,14 +248,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.command
         ](args)
     except ContractError as error:
-        print(f"bundle-evals: {error.code}: {error.message}", file=sys.stderr)
-        return 2
+        return fail(PROG, f"{error.code}: {_named(plain(error), error)}", USAGE)
     except (ValueError, OSError) as error:
-        print(f"bundle-evals: {error}", file=sys.stderr)
-        return 2
+        return fail(PROG, str(error), USAGE)
     except KeyboardInterrupt:
-        print("bundle-evals: interrupted; run again with the same --out to resume", file=sys.stderr)
-        return 130
+        print(f"{PROG}: interrupted; run again with the same --out to resume", file=sys.stderr)
+        return INTERRUPTED
+
+
+def _named(message: str, error: ContractError) -> str:
+    """`message`, preceded by the file it is about where it does not name it already."""
+    path = error.details.get("path")
+    if isinstance(path, str) and path and not path.startswith("$") and path not in message:
+        return f"{path}: {message}"
+    return message
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bundle_contract._command import reason
 from bundle_contract._generated.errors import EvalRunInvalid
 from bundle_contract._validation import problems
 
@@ -76,7 +77,7 @@ def read_run(path: str | os.PathLike[str]) -> dict[str, Any]:
             record = json.load(handle)
     except (OSError, ValueError) as error:
         raise EvalRunInvalid(
-            f"cannot read the run record {path}: {error}", {"path": str(path)}
+            f"cannot read the run record {path}: {reason(error)}", {"path": str(path)}
         ) from None
     if isinstance(record, dict) and isinstance(record.get("results"), list):
         record["results"] = merged(record["results"], journal(path.parent / JOURNAL))
@@ -93,7 +94,7 @@ def journal(path: Path) -> list[Any]:
     except FileNotFoundError:
         return []
     except OSError as error:
-        raise EvalRunInvalid(f"cannot read {path}: {error}", {"path": str(path)}) from None
+        raise EvalRunInvalid(f"cannot read {path}: {reason(error)}", {"path": str(path)}) from None
     found = []
     for number, line in enumerate(lines):
         try:

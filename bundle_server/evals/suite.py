@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from bundle_contract._command import reason
 from bundle_contract._generated.errors import EvalSuiteInvalid, SkillTokenInvalid
 from bundle_contract._skill_tokens import classify_skill_token
 from bundle_contract._spec import get_spec
@@ -72,7 +73,7 @@ def load_suite(path: str | os.PathLike[str]) -> Suite:
         data = json.loads(raw)
     except (OSError, ValueError) as error:
         raise EvalSuiteInvalid(
-            f"cannot read the evaluation suite {path}: {error}", {"path": str(path)}
+            f"cannot read the evaluation suite {path}: {reason(error)}", {"path": str(path)}
         ) from None
     try:
         validate("EvalSuite.json", data, EvalSuiteInvalid, path=str(path))

@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import re
+from bundle_server._terminal import TERMINAL_CONTROL, shorten
 
-# A terminal's control sequences (CSI, OSC, two-character escapes) and carriage returns: what
-# a host's output holds besides its words.
-TERMINAL_CONTROL = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|\r"
-)
-
-
-def shorten(text: str, limit: int) -> str:
-    """`text` cut to at most `limit` characters, an ellipsis marking the cut."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+__all__ = ["TERMINAL_CONTROL", "plain", "shorten", "tail"]
 
 
 def tail(text: str, limit: int) -> str:

@@ -67,6 +67,7 @@ from bundle_contract._project import utc_timestamp
 from bundle_contract._spec import get_spec
 from bundle_contract._states import state_machine
 from bundle_server._ids import new_id
+from bundle_server._terminal import last_line
 from bundle_server.model import ScriptedModel, ScriptedModels
 from bundle_server.sessions.pty import _ledger as ledger
 from bundle_server.sessions.pty._attach import apply as apply_attach
@@ -236,6 +237,12 @@ class SessionManager:
     def get(self, session_id: str) -> dict[str, Any]:
         """The HostSession record; AB8261 for a malformed id, AB8262 for an unknown one."""
         return self._session(session_id).record()
+
+    def last_line(self, session_id: str, limit: int) -> str:
+        """The last line of words in the session's retained output, at most `limit` characters
+        ("" when it wrote none); AB8261 malformed, AB8262 unknown (a deleted session)."""
+        # Enough bytes for `limit` characters of UTF-8 and the escape sequences between them.
+        return last_line(self._session(session_id).output_tail(16 * limit), limit)
 
     def list(self) -> dict[str, Any]:
         """A SessionList value: every session (oldest first) and every host's availability."""

@@ -254,6 +254,17 @@ class OutputLog:
     def retained(self) -> bytes:
         return b"".join(self._chunks)
 
+    def tail(self, size: int) -> bytes:
+        """The last `size` retained bytes (at most), joined from the newest chunks only."""
+        taken: list[bytes] = []
+        count = 0
+        for chunk in reversed(self._chunks):
+            taken.append(chunk)
+            count += len(chunk)
+            if count >= size:
+                break
+        return b"".join(reversed(taken))[-size:]
+
     def state(self, record: Record) -> None:
         self._broadcast(Frame("state", session=record))
 

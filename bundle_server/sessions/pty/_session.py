@@ -179,6 +179,11 @@ class Session:
         with self.lock:
             return self._snapshot()
 
+    def output_tail(self, size: int) -> bytes:
+        """The last `size` bytes of the retained output (what a reconnecting stream replays)."""
+        with self.lock:
+            return self.output.tail(size)
+
     def _snapshot(self) -> dict[str, Any]:
         record = dict(self._record)
         record["authority"] = dict(record["authority"])
