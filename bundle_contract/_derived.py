@@ -42,12 +42,21 @@ def limit_schema(row: Mapping[str, Any]) -> Schema | None:
     return None
 
 
+def provenance(row: Mapping[str, Any]) -> Schema:
+    """A table row's `source` (and `why`) as the annotations of the schema stating it: the
+    resource is generated (our decision), each member says whose its value is."""
+    found: Schema = {"x-source": row["source"]}
+    if row["source"] == "decision":
+        found["x-why"] = row["why"]
+    return found
+
+
 def limits_resource(spec: Spec) -> Schema:
     defs = {}
     for row in spec.rows("limits", "limit"):
         schema = limit_schema(row)
         if schema is not None:
-            defs[row["id"]] = {"description": row["applies_to"], **schema}
+            defs[row["id"]] = {"description": row["applies_to"], **provenance(row), **schema}
     return _resource("Limits", "Limits of spec/limits.toml that JSON Schema can state.", defs)
 
 
@@ -61,10 +70,24 @@ def vocabulary_resource(spec: Spec) -> Schema:
         "errorCode": [e["code"] for e in spec.rows("errors", "error")],
         "skillSigil": skill_sigils(spec),
     }
+    # The seeds name the host kinds (host_a, host_b, ...) and the event families; the other
+    # members (our error codes, handler events, skill sigils) are ours, as is the resource.
+    seeded = {"hostKind"}
+    if all(f["source"] == "seed" for f in spec.rows("events", "family")):
+        seeded.add("family")
+    found: dict[str, Schema] = {
+        name: {"x-source": "seed", "enum": members} if name in seeded else {"enum": members}
+        for name, members in defs.items()
+    }
+    found["sessionHost"] = {
+        "x-source": "decision",
+        "x-why": "seed 000 names host_a and host_b as the create body's host kinds (hosts.toml"
+        " seed_named); sessions of another host kind are our decision",
+        "x-seed": {"type": "string"},
+        "enum": defs["sessionHost"],
+    }
     return _resource(
-        "Vocabulary",
-        "Enumerations whose members are rows of the spec/ tables.",
-        {name: {"enum": members} for name, members in defs.items()},
+        "Vocabulary", "Enumerations whose members are rows of the spec/ tables.", found
     )
 
 

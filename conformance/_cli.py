@@ -44,6 +44,7 @@ from conformance._registry import Check, registered
 from conformance._report import write_reports
 from conformance._results import Status
 from conformance._runner import run
+from conformance._shapes import owners
 from conformance._target import PUBLISH, Target
 from conformance._traceability import summary, traceability
 
@@ -183,10 +184,18 @@ def _decisions() -> int:
         print(f"{decision.name}: {decision.ours}")
         print(f"  the seeds leave open: {decision.open_in_seed}")
         print(f"  without it (seed profile): {decision.without}")
+        if decision.schemas or decision.keywords:
+            owned = [*decision.schemas, *(f"{k} (decided)" for k in decision.keywords)]
+            print(f"  owns the schema parts: {', '.join(owned)}")
+        if decision.rows:
+            print(f"  stands for the DESIGN.md rows: {' '.join(decision.rows)}")
         for item in checks:
             ids = [i for i in item.ids if decision.name in item.decisions(i)]
             if ids:
                 print(f"  needed by {item.name} for {' '.join(ids)}")
+        held = [c.name for c in checks if any(decision.name in owners(s) for s in c.schemas())]
+        if held:
+            print(f"  held (when declared) by {', '.join(held)}")
     return OK
 
 

@@ -9,6 +9,14 @@ it follows:
 - profile `seed`: none, unless the target declares one (`--decision NAME`, or by giving its own
   value: `--cookie-name`, `--receipt-auth`, `--receipt-template`, `--publish-command`).
 
+Our schemas say whose each of their parts is (`x-source`, `x-seed`, `x-decided`:
+`conformance._shapes`); each decision part is claimed here by a named decision (`schemas`: a
+document, or a node of it by JSON pointer, the most specific claim winning; `keywords`: a
+decided keyword wherever no location claims it), so the seed profile holds a value to the
+seed's part only, a target declaring a decision is held to that decision's part too, and a
+failure names whose rule it broke. `rows` are DESIGN.md rows a decision stands for: a target
+declaring it is held to them without declaring all of `design`.
+
 Where a decision only sharpens what is accepted (error codes, statuses, the envelope, how an
 absent route looks), the seed profile relaxes the expectation instead: any 4xx with a JSON
 body where the seed gives no code, absence judged by the status. Where a check cannot judge
@@ -20,6 +28,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+SEED = "seed"  # the owner of what the seeds state
+OTHER_SCHEMA_RULES = "schema-details"
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -29,6 +40,10 @@ class Decision:
     open_in_seed: str  # what the seeds leave open
     ours: str  # our decision (the devkit value)
     without: str  # what the seed profile does when the target does not declare it
+    schemas: tuple[str, ...] = ()  # the schema parts it owns: "Doc.json" or "Doc.json#/pointer"
+    keywords: tuple[str, ...] = ()  # decided keywords (x-decided) it owns where no part claims
+    rows: tuple[str, ...] = ()  # DESIGN.md rows it stands for (instead of `design`)
+    implies: tuple[str, ...] = ()  # decisions it is stated in terms of (followed with it)
 
 
 DECISIONS: dict[str, Decision] = {
@@ -41,12 +56,33 @@ DECISIONS: dict[str, Decision] = {
             " types and keep-alives, slow subscribers, header bounds, the statuses we chose,"
             " the project routes",
             "those rows are not applicable",
+            schemas=(
+                "Notice.json",
+                "NoticeId.json",
+                "NoticeState.json",
+                "OpenApiDocument.json",
+                "ProjectEvent.json",
+                "ProjectEventReplay.json",
+                "ProjectMessage.json",
+                "HostAdoption.json",
+                "HostSync.json",
+                "RuntimeStatus.json",
+                "SourceStatus.json",
+                "BuildAttempt.json",
+                "DevContractStatus.json",
+                "RouteList.json",
+                "HandlerReference.json",
+                "TraceReplayGap.json#/properties/droppedBySource",
+                "HostAvailability.json#/properties/targeted",
+                "HostAvailability.json#/properties/setup",
+            ),
         ),
         Decision(
             "error-envelope",
             "the shape of an error body",
             '{"error": {"code", "message", "details"}} (ErrorEnvelope.json)',
             "any JSON body; a seed code may appear anywhere in it",
+            schemas=("ErrorEnvelope.json",),
         ),
         Decision(
             "error-codes",
@@ -101,6 +137,18 @@ DECISIONS: dict[str, Decision] = {
             " RouteInvocationSummary.json, Invocation*Frame.json (`final` is `{invocation}`)",
             "checks that need an invocation's id (item, cancel, stream) or its render events"
             " are not applicable; status, outcome and retention are still checked",
+            schemas=(
+                "RouteInvocation.json",
+                "RouteInvocationSummary.json",
+                "RunningRouteInvocation.json",
+                "RenderEvent.json",
+                "RenderRetention.json#/properties/causes",
+                "InvocationId.json",
+                "InvocationRenderFrame.json",
+                "InvocationTraceFrame.json",
+                "InvocationTruncatedFrame.json",
+                "InvocationFinalFrame.json",
+            ),
         ),
         Decision(
             "runtime-run-shape",
@@ -112,6 +160,7 @@ DECISIONS: dict[str, Decision] = {
             " unknown surface, BX3103 a stale expectedGenerationId",
             "checks that need a run's id or generation (RUN-002, RUN-004, RUN-005) are not"
             " applicable; a POST is judged to answer a 2xx JSON object",
+            schemas=("DevRuntimeRun.json", "DevRuntimeRunList.json", "RuntimeRunId.json"),
         ),
         Decision(
             "mcp-shape",
@@ -129,6 +178,7 @@ DECISIONS: dict[str, Decision] = {
             " answer 200 with a JSON object, a call's entries are those carrying its"
             " correlationId (first the request, last the response); only tools/call is sent,"
             " and the details' keys, kinds and the prompt link are not checked",
+            schemas=("McpLaunchList.json", "McpOperation.json", "McpOperationOutcome.json"),
         ),
         Decision(
             "mcp-app-shape",
@@ -142,9 +192,145 @@ DECISIONS: dict[str, Decision] = {
             "a mount is sent as `{toolName, input}` and judged to answer a 2xx JSON object"
             " carrying a `bindingId`, a result's answer by its `accepted` alone; the stream is"
             " not read, so the single terminal notification (MCP-008) is not applicable",
+            schemas=(
+                "McpAppBinding.json",
+                "McpAppEndFrame.json",
+                "McpAppNotificationFrame.json",
+                "McpAppRetention.json",
+                "McpBindingResultResponse.json",
+                "BindingId.json",
+                "NonEmptyString.json",
+            ),
+        ),
+        Decision(
+            "log-shape",
+            "the shapes of the log replay (DevLogReplay), of a log record and its context"
+            " allowlist, and of the log stream's frames (DevLogMessage)",
+            "DevLogReplay.json (`records`, `gap`, `latestSequence`), DevLogRecord.json"
+            " (`sequence`, `occurredAt`, `level`, `message` of at most log-message characters,"
+            " `context` of the keys correlationId, invocationId, mcpSessionId, routeId,"
+            " sessionId, epochId, requestId only, `href` on a correlated record),"
+            " DevLogMessage.json (`{type: log.record, record}`, the DevLogGap,"
+            " `{type: log.keepalive}`)",
+            "records are the objects the replay lists: every string in them must be"
+            " browser-safe and a /trace?correlation= link must carry a correlation value of"
+            " its record; the context allowlist (LOG-004) is not applicable; stream frames need"
+            " only be JSON objects, ordered by the `sequence` they carry where they carry one",
+            schemas=(
+                "DevLogReplay.json",
+                "DevLogRecord.json",
+                "DevLogMessage.json",
+                "DevLogGap.json",
+                "Limits.json#/$defs/log-message",
+            ),
+        ),
+        Decision(
+            "trace-frames",
+            "the trace stream's frames other than the gap (TraceMessage beyond TraceReplayGap)",
+            'TraceMessage.json: `{"type": "trace.entry", "entry"}`, the TraceReplayGap,'
+            ' `{"type": "trace.keepalive"}`',
+            "a frame need only be a JSON object; an entry is the frame, or its member, that"
+            " carries a `sequence`",
+            schemas=("TraceMessage.json",),
+        ),
+        Decision(
+            "session-states",
+            "HostSession's state values and the moves between them",
+            "`running`, then `exited` (on its own) or `terminated` (by request); the `end`"
+            " frame's session is no longer running",
+            "`state` need only be a string (`running`, the seed's word, still decides which"
+            " fields a record may carry)",
+            schemas=(
+                "HostSession.json#/properties/state",
+                "SessionEndFrame.json#/properties/session",
+            ),
+        ),
+        Decision(
+            "session-hosts",
+            "which host kinds have host sessions beyond the two the seed names",
+            "host_a, host_b and host_c (hosts.toml [host.session]); the session list gives the"
+            " availability of each",
+            "the list gives the availability of host_a and host_b (hosts.toml seed_named), and"
+            " a session's `host` need only be a string",
+            schemas=("Vocabulary.json#/$defs/sessionHost",),
+        ),
+        Decision(
+            "session-authority",
+            "the key name of the host plugin install destination inside a session's"
+            " `authority`, and whether it holds other keys",
+            "`authority` is exactly `projectRoot`, `epochId` (non-empty: `none` in a bare"
+            " project) and `installDestination`",
+            "`authority` must hold `projectRoot` (an absolute path) and `epochId`; the install"
+            " destination's key is not looked for and other keys are allowed",
+            schemas=("HostSession.json#/properties/authority",),
+        ),
+        Decision(
+            "session-exit",
+            "how an ended session records its end",
+            "every session that is not running carries `endedAt`, and `exitCode` or `signal`,"
+            " never both",
+            "`endedAt`, `exitCode` and `signal` are only held absent from a running session",
+            schemas=("HostSession.json#/else",),
+            implies=("session-states",),  # "not running" is told by our state values
+        ),
+        Decision(
+            "value-formats",
+            "the formats and bounds of values the seeds type loosely",
+            "timestamps in RFC 3339 UTC with Z (Timestamp.json), counts whole and non-negative,"
+            " durations non-negative, sequences from 1, non-empty trace entry ids, a pid of at"
+            " least 1, signals by POSIX name (SIGTERM), session output in standard base64 with"
+            " padding, a resolved executable as an absolute path",
+            "the seeds' types only: a timestamp is a string, a count or duration a number, a"
+            " sequence a cursor (a non-negative safe integer)",
+            schemas=(
+                "Timestamp.json",
+                "Count.json",
+                "DurationMs.json",
+                "Sequence.json",
+                "HostSession.json#/properties/pid",
+                "HostSession.json#/properties/signal",
+                "TraceEntry.json#/properties/id",
+                "SessionOutputFrame.json#/properties/data",
+                "HostAvailability.json#/properties/executable",
+            ),
+        ),
+        Decision(
+            "closed-objects",
+            "whether the objects whose fields the seeds list may carry others",
+            "they may not (`additionalProperties: false`): HostSession, HostAvailability,"
+            " the session list and frames, TraceEntry, TraceReplay, TraceReplayGap, the log"
+            " replay envelope, RenderRetention",
+            "keys beyond the listed ones are allowed",
+            keywords=("additionalProperties",),
+        ),
+        Decision(
+            "early-body-refusal",
+            "when an oversized receipt body is refused",
+            "at once, from its declared Content-Length, before the body is read (GUARD-027)",
+            "only a body sent whole over the limit is judged (LIM-010)",
+            rows=("GUARD-027",),
+        ),
+        Decision(
+            "receipt-session",
+            "where a hook receipt carries the BUNDLE_DEV_SESSION value",
+            "the receipt's `sessionId` (EventTraceReceipt.json), left out when the hook ran"
+            " outside a host session",
+            "AB8266 for an invalid value (AUTH-016, ERR-011) is not applicable; a receipt"
+            " template carrying {sessionId} says where the value goes and declares it",
+        ),
+        Decision(
+            OTHER_SCHEMA_RULES,
+            "whatever else our schemas fix where the seeds say 'not shown' (a part of"
+            " spec/schemas no decision above names)",
+            "spec/schemas as written",
+            "those parts are not held",
         ),
     )
 }
+# The decisions that own parts of our schemas (the others do not change what a value is held to).
+SCHEMA_DECISIONS = frozenset(
+    {OTHER_SCHEMA_RULES, *(d.name for d in DECISIONS.values() if d.schemas or d.keywords)}
+)
 PROFILES: dict[str, frozenset[str]] = {
     "devkit": frozenset(DECISIONS),
     "seed": frozenset(),
@@ -163,3 +349,41 @@ def not_applicable(missing: list[str], profile: str) -> str:
         f"not applicable in the {profile} profile: needs our decision(s) {named}"
         " (declare with --decision, or run --profile devkit)"
     )
+
+
+def owner(document: str, pointer: str, keyword: str | None = None) -> str:
+    """The decision owning the decision part at `pointer` of `document` (a decided `keyword`
+    of a node when given): the most specific claim of a location, else a claim of the
+    keyword, else the rest of our schema rules."""
+    best, length = None, -1
+    for decision in DECISIONS.values():
+        for claim in decision.schemas:
+            where, _, prefix = claim.partition("#")
+            if where != document or len(prefix) <= length:
+                continue
+            if pointer == prefix or pointer.startswith(f"{prefix}/") or not prefix:
+                best, length = decision.name, len(prefix)
+    if best is not None:
+        return best
+    for decision in DECISIONS.values():
+        if keyword is not None and keyword in decision.keywords:
+            return decision.name
+    return OTHER_SCHEMA_RULES
+
+
+def closure(names: frozenset[str] | set[str]) -> frozenset[str]:
+    """`names` with every decision they imply (a decision stated in terms of another)."""
+    found = set(names)
+    todo = list(found)
+    while todo:
+        decision = DECISIONS.get(todo.pop())
+        for implied in decision.implies if decision is not None else ():
+            if implied not in found:
+                found.add(implied)
+                todo.append(implied)
+    return frozenset(found)
+
+
+def standing_for(requirement: str) -> list[str]:
+    """The decisions that stand for a DESIGN.md row (`rows`), in place of all of `design`."""
+    return [d.name for d in DECISIONS.values() if requirement in d.rows]

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bundle_contract._command import reason
+from conformance._receipt import template_problem
 
 KEYS = {
     "profile": str,
@@ -75,11 +76,13 @@ def load(path: Path) -> dict[str, Any]:
 
 def template(path: Path) -> Any:
     """A receipt template: a JSON object whose strings may hold `{requestId}`, `{executionId}`
-    and `{sessionId}`. It must carry `{requestId}`: the kit finds its entries by it."""
+    and `{sessionId}` (where the BUNDLE_DEV_SESSION value goes), and no other placeholder. It
+    must carry `{requestId}`: the kit finds its entries by it."""
     try:
         found = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"receipt template {path}: {reason(exc)}") from None
-    if not isinstance(found, dict) or "{requestId}" not in json.dumps(found):
-        raise ValueError(f"receipt template {path}: a JSON object carrying {{requestId}}")
+    problem = template_problem(found)
+    if problem is not None:
+        raise ValueError(f"receipt template {path}: {problem}")
     return found

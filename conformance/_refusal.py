@@ -43,7 +43,7 @@ def error_problem(
     """Why `reply` is not `code`'s error (at its `variant`'s status) for `target`; None if it is.
 
     `any_status` accepts any 4xx: for a check that judges the status under another id."""
-    from bundle_contract._validation import problems
+    from conformance._shapes import problems
 
     code_ours, status_ours, variants_ours = _decided(code)
     if variant is not None and variants_ours:
@@ -61,7 +61,7 @@ def error_problem(
         if not status_ok or (require_code and found_code != code):
             what = code if require_code else "error"
             return f"expected {expected} {what}, got {reply.describe()}"
-        found = problems("ErrorEnvelope.json", reply.json())
+        found = problems("ErrorEnvelope.json", reply.json(), target.decisions)
         return f"error body is not an ErrorEnvelope: {found[0]}" if found else None
     if not status_ok:
         return f"expected {expected} error, got {reply.describe()}"

@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from conformance import _expect
+from conformance import _expect, _shapes
 from conformance._client import Client
-from conformance._decisions import unknown
+from conformance._decisions import standing_for, unknown
 from conformance._refusal import absent, error_problem
 from conformance._reply import Reply
 from conformance._target import Target
@@ -82,6 +82,17 @@ class Context:
         """Whether the target follows our `decision` (conformance._decisions)."""
         return self.target.follows(decision)
 
+    def problems(self, schema: str, value: Any) -> list[_shapes.Problem]:
+        """The rules of `schema` (e.g. "HostSession.json") that `value` breaks, as the target
+        is held to them: the seed's always, a decision's when the target follows it. Each
+        problem names its JSON path, the rule, and whose rule it is (`conformance._shapes`)."""
+        return _shapes.problems(schema, value, self.target.decisions)
+
+    def holds_shape(self, schema: str) -> bool:
+        """Whether the target is held to the shape of `schema`'s document itself (it is the
+        seed's, or the target follows the decision owning it), e.g. TraceMessage.json."""
+        return _shapes.holds_shape(schema, self.target.decisions)
+
     def expect_error(
         self,
         reply: Reply,
@@ -129,11 +140,17 @@ class Check:
 
     def decisions(self, requirement: str) -> list[str]:
         """The decisions of ours this check's verdict on `requirement` needs: the check's own,
-        the id's, and `design` for a row the seeds do not state."""
+        the id's, and for a row the seeds do not state the decision standing for it, else
+        `design`."""
         wanted = [*self.needs, *dict(self.needs_by_id).get(requirement, ())]
         if _expect.requirement(requirement)["seed"] == "design":
-            wanted.append("design")
+            wanted += standing_for(requirement) or ["design"]
         return list(dict.fromkeys(wanted))
+
+    def schemas(self) -> frozenset[str]:
+        """The schemas whose values this check judges (the `X.json` names its code and the
+        kit's functions and tables it uses mention)."""
+        return _judged(self.function)
 
     def missing(self, requirement: str, target: Target) -> list[str]:
         """The decisions `requirement`'s verdict needs that `target` does not follow."""
@@ -141,6 +158,47 @@ class Check:
 
 
 REGISTRY: dict[str, Check] = {}
+SCHEMA_NAME = re.compile(r"[A-Z][A-Za-z]+\.json")
+CHECK_MODULES = "conformance.checks"
+
+
+def _judged(function: Callable[..., Any], depth: int = 3) -> frozenset[str]:
+    """The schemas named in `function`'s code: the string constants that are a schema's name,
+    in it, its nested functions and the check modules' functions it calls (`depth` calls
+    deep), and in the check modules' tables it reads."""
+    found: set[str] = set()
+    seen: set[int] = set()
+
+    def names(value: Any) -> set[str]:
+        if isinstance(value, str):
+            return {value} if SCHEMA_NAME.fullmatch(value) else set()
+        if isinstance(value, dict):
+            value = [*value.keys(), *value.values()]
+        if isinstance(value, (list, tuple, set, frozenset)):
+            return {n for item in value for n in names(item)}
+        return set()
+
+    def walk(code: Any, scope: dict[str, Any], depth: int) -> None:
+        if id(code) in seen:
+            return
+        seen.add(id(code))
+        for const in code.co_consts:
+            if hasattr(const, "co_consts"):
+                walk(const, scope, depth)
+            else:
+                found.update(names(const))
+        for name in code.co_names:
+            value = scope.get(name)
+            module = getattr(value, "__module__", None) or ""
+            if callable(value) and module.startswith(CHECK_MODULES) and depth > 0:
+                inner = getattr(value, "__code__", None)
+                if inner is not None:
+                    walk(inner, getattr(value, "__globals__", {}), depth - 1)
+            elif scope.get("__name__", "").startswith(CHECK_MODULES):
+                found.update(names(value))
+
+    walk(function.__code__, function.__globals__, depth)
+    return frozenset(found)
 
 
 def check(

@@ -43,8 +43,22 @@ def selected(requirement: str, select: Sequence[str]) -> bool:
 
 
 def _one_line(parts: Iterable[str]) -> str:
-    text = "; ".join(dict.fromkeys(p.replace("\n", " ") for p in parts if p))
-    return text if len(text) <= REASON_LENGTH else text[: REASON_LENGTH - 1] + "\u2026"
+    """The parts on one line within REASON_LENGTH: whole parts, never one cut before its rule
+    (the parts that do not fit are counted); only a first part longer than the whole bound is
+    cut."""
+    found = list(dict.fromkeys(p.replace("\n", " ") for p in parts if p))
+    text = "; ".join(found)
+    if len(text) <= REASON_LENGTH:
+        return text
+    kept: list[str] = []
+    for part in found:
+        more = f"; (+{len(found) - len(kept) - 1} more)"
+        if len("; ".join([*kept, part])) + len(more) > REASON_LENGTH:
+            break
+        kept.append(part)
+    if not kept:
+        return found[0][: REASON_LENGTH - 1] + "\u2026"
+    return "; ".join(kept) + f"; (+{len(found) - len(kept)} more)"
 
 
 def run_check(item: Check, target: Target, shared: dict[str, Any]) -> dict[str, Finding]:

@@ -13,7 +13,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from conformance import _expect
-from conformance._decisions import PROFILES, unknown
+from conformance._decisions import PROFILES, closure, unknown
+from conformance._receipt import SESSION, placeholders, template_problem
 
 PUBLISH = ("receipt", "command")
 # The routes a target names for the invocation checks (Target fields, target-file keys).
@@ -115,14 +116,18 @@ class Target:
                 raise ValueError(f"{name} names a tool of mcp_server: name the server too")
         self.mcp_argument_values()  # ValueError unless a JSON object
         self.route_input_value()  # ValueError unless JSON
+        if self.receipt_template is not None and template_problem(self.receipt_template):
+            raise ValueError(f"receipt_template: {template_problem(self.receipt_template)}")
         implied = {
             "cookie-name": self.cookie is not None,
             "receipt-auth": self.receipt_auth is not None,
             "receipt-shape": self.receipt_template is not None,
+            # The template's {sessionId} says where the BUNDLE_DEV_SESSION value goes.
+            "receipt-session": SESSION in placeholders(self.receipt_template or {}),
             "publish": self.publish is not None or bool(self.publish_command),
         }
         found = PROFILES[self.profile] | self.declared | {k for k, v in implied.items() if v}
-        object.__setattr__(self, "decisions", frozenset(found))
+        object.__setattr__(self, "decisions", closure(found))
         parts = urlsplit(self.url)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"the kit checks plain http servers: {self.url!r}")

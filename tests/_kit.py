@@ -4,9 +4,10 @@ and small helpers to run and read the kit."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -56,6 +57,9 @@ ROUTE_TARGET: dict[str, Any] = {
 SESSION = "s" * 43
 RECEIPT = "r" * 43
 WSGIApp = Callable[..., Any]
+# What a rewriting middleware does to one JSON value its app sends: (request path, value) ->
+# the value another implementation would send there.
+Rewrite = Callable[[str, Any], Any]
 
 
 @contextmanager
@@ -217,3 +221,72 @@ def describe(report: Report, wanted: set[str] | None = None) -> str:
         for r in report.results
         if r.status is not Status.PASS and (wanted is None or r.requirement in wanted)
     )
+
+
+def rewriting(rewrite: Rewrite) -> Callable[[WSGIApp], WSGIApp]:
+    """Middleware passing every JSON value the app answers through `rewrite`: a JSON body,
+    each NDJSON line of a stream, each `data:` line of server-sent events. It makes one of
+    our decisions differently (another key, another frame shape, another state name) while
+    the rest of the server stays ours."""
+
+    def wrap(app: WSGIApp) -> WSGIApp:
+        def middleware(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+            where = environ["PATH_INFO"]
+            captured: dict[str, Any] = {}
+
+            def keep(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+                captured.update(status=status, headers=headers, exc=exc)
+                return lambda data: None
+
+            body = app(environ, keep)
+            headers = captured["headers"]
+            media = next((v for k, v in headers if k.lower() == "content-type"), "")
+            if media.startswith("application/json"):
+                raw = b"".join(body)
+                if raw:
+                    raw = json.dumps(rewrite(where, json.loads(raw))).encode()
+                headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+                start_response(captured["status"], [*headers, ("Content-Length", str(len(raw)))])
+                return [raw]
+            start_response(captured["status"], headers, *captured["exc"])
+            if media.startswith("application/x-ndjson"):
+                return _lines(body, lambda line: _json_line(rewrite, where, line))
+            if media.startswith("text/event-stream"):
+                return _lines(body, lambda line: _data_line(rewrite, where, line))
+            return body
+
+        return middleware
+
+    return wrap
+
+
+def _json_line(rewrite: Rewrite, where: str, line: bytes) -> bytes:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return line
+    return json.dumps(rewrite(where, value)).encode()
+
+
+def _data_line(rewrite: Rewrite, where: str, line: bytes) -> bytes:
+    if not line.startswith(b"data: "):
+        return line
+    return b"data: " + _json_line(rewrite, where, line[6:])
+
+
+def _lines(body: Iterable[bytes], each: Callable[[bytes], bytes]) -> Iterator[bytes]:
+    """`body`'s chunks with each complete line passed through `each` (a line split across
+    chunks is held until its end)."""
+    held = b""
+    try:
+        for chunk in body:
+            held += chunk
+            *lines, held = held.split(b"\n")
+            if lines:
+                yield b"".join(each(line) + b"\n" for line in lines)
+        if held:
+            yield each(held)
+    finally:
+        close = getattr(body, "close", None)
+        if close is not None:
+            close()

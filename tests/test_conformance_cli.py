@@ -468,8 +468,26 @@ def test_the_decisions_command_names_the_checks_that_need_each(
         "runtime-run-shape",
         "mcp-shape",
         "mcp-app-shape",
+        "log-shape",
+        "trace-frames",
+        "session-states",
+        "session-hosts",
+        "session-authority",
+        "session-exit",
+        "value-formats",
+        "closed-objects",
+        "early-body-refusal",
+        "receipt-session",
+        "schema-details",
     }
     assert "needed by trace.cursors for TRACE-028" in out
+    # A schema decision names the parts it owns and the checks holding a target to it.
+    states = out.split("\nsession-states:", 1)[1].split("\nsession-authority:", 1)[0]
+    assert "owns the schema parts: HostSession.json#/properties/state" in states
+    assert "held (when declared) by sessions.session_list, sessions.session_lifecycle" in states
+    assert "needed by receipts.receipt_session_id for AUTH-016 ERR-011 ENV-012" in out
+    assert "stands for the DESIGN.md rows: GUARD-027" in out
+    assert "needed by receipts.receipt_body_limit for GUARD-027" in out
     assert "needed by invocations.invocation_window for INV-013" in out
     assert "needed by receipts.receipt_accepted for RCPT-007 GUARD-024" in out
     assert "needed by workbench.session_issuance" in out

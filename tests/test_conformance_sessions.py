@@ -9,11 +9,12 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _kit import describe
+from _kit import assert_fails_exactly, describe, rewriting
 
 import bundle_server.sessions.handlers  # noqa: F401  (registers the session handlers until the app module does)
 from bundle_server._http.app import create_app
@@ -21,7 +22,7 @@ from bundle_server._http.shell import LoopbackShell
 from bundle_server.sessions.pty import SessionManager
 from bundle_server.trace.hub import TraceHub
 from conformance import Report, Status, Target, registered, run
-from conformance._expect import route
+from conformance._expect import requirement, route
 from conformance.checks.sessions import session_hosts, sessionless_host
 
 FAKE_HOST = str(Path(__file__).with_name("fake_host.py"))
@@ -189,3 +190,74 @@ def test_a_server_accepting_any_host_kind_fails_the_host_rule(tmp_path: Path) ->
         assert manager.list()["sessions"] == []
     assert report.result("HS-028").status is Status.FAIL, describe(report)
     assert sessionless in report.result("HS-028").reason
+
+
+# --- One decision made differently: the seed profile passes, declaring it fails it ---------
+
+RECORD_CHECKS = [
+    c
+    for c in CHECKS
+    if c.name
+    in ("sessions.session_lifecycle", "sessions.session_restart", "sessions.session_stream")
+]
+# The seeds' rows among them (our design rows are not applicable in the seed profile).
+RECORD_IDS = sorted({i for c in RECORD_CHECKS for i in c.ids if requirement(i)["seed"] != "design"})
+
+
+def _records(value: Any) -> list[dict[str, Any]]:
+    """The session records of a JSON value the session routes send."""
+    if not isinstance(value, dict):
+        return []
+    found = [value["session"]] if isinstance(value.get("session"), dict) else []
+    return found + [s for s in value.get("sessions", ()) if isinstance(s, dict)]
+
+
+def _stopped(record: dict[str, Any]) -> None:
+    """A state we do not use: an ended session is `stopped`."""
+    if record.get("state") != "running":
+        record["state"] = "stopped"
+
+
+def _plugin_dir(record: dict[str, Any]) -> None:
+    """Another key for the install destination, and one more key in `authority`."""
+    authority = record.get("authority", {})
+    authority["pluginDirectory"] = authority.pop("installDestination", "")
+
+
+def _exit_and_signal(record: dict[str, Any]) -> None:
+    """An ended session carrying both how it exited and the signal that ended it."""
+    if record.get("state") != "running":
+        record |= {"exitCode": 143, "signal": record.get("signal", "SIGTERM")}
+
+
+@pytest.mark.parametrize(
+    ("change", "decision", "broken"),
+    [
+        (_stopped, "session-states", {"HS-003", "HS-043"}),
+        # The restart check's replacement is not a HostSession by that decision either.
+        (
+            _plugin_dir,
+            "session-authority",
+            {"HS-014", "HS-041", "HS-043", "HS-012", "HS-021", "HS-034"},
+        ),
+        (_exit_and_signal, "session-exit", {"HS-005", "HS-006", "HS-007", "HS-043"}),
+    ],
+    ids=["state-name", "authority-key", "exit-and-signal"],
+)
+def test_a_session_decision_made_otherwise_is_held_only_when_declared(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None], decision: str, broken: set[str]
+) -> None:
+    def other(where: str, value: Any) -> Any:
+        for record in _records(value):
+            change(record)
+        return value
+
+    with serve(tmp_path, rewriting(other)) as (url, manager):
+        base = Target(url, SESSION, host="host_a", stream_timeout=3.0)
+        plain = run(base, RECORD_IDS, checks=RECORD_CHECKS)
+        held = run(replace(base, declared=frozenset({decision})), RECORD_IDS, checks=RECORD_CHECKS)
+        assert manager.list()["sessions"] == []
+    assert plain.ok() and {r.status for r in plain.results} == {Status.PASS}, describe(plain)
+    assert_fails_exactly(held, broken)
+    for row in broken:
+        assert f"our decision {decision}" in held.result(row).reason, describe(held)

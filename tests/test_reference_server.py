@@ -18,6 +18,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,33 +34,11 @@ SERVER = REFERENCE / "server.mjs"
 TARGET_FILE = REFERENCE / "target.toml"
 HOST = "host_a"  # refdev's launchable host kind: an echo loop under /bin/sh
 
-# The rows the kit fails refdev on today although refdev does what the seed says: there the kit
-# still holds a target to our own choices where the seed says "not shown". The change making
-# those choices named decisions a target declares or declines (issue 25: log record shape,
-# trace message frames, HostSession state values, authority keys, exitCode/signal exclusivity)
-# should empty most of this; when a row leaves it, this test fails and the row must go.
+# The rows the kit fails refdev on although refdev does what the seed says. Where the kit held
+# it to our own choices (log record shape, trace message frames, HostSession state values and
+# timestamps, authority keys, exitCode/signal exclusivity, host_c's sessions) those are now
+# named decisions refdev does not declare (DECLARED below), so what is left is not a decision.
 KIT_HOLDS_OURS: dict[str, set[str]] = {
-    # HostSession state values ("not shown"): refdev's are "active" and "ended"; the kit wants
-    # running/exited/terminated (HS-005 then misreads an active record as a terminal one).
-    "session states": {"HS-003", "HS-005", "HS-020", "HS-022"},
-    # HostSession timestamp format ("not shown"): refdev's are epoch milliseconds.
-    "session timestamps": {"HS-004"},
-    # The install destination's key inside authority ("not shown"): refdev's is `destination`.
-    "authority keys": {"HS-014", "HS-015"},
-    # exitCode and signal are both "terminal only": refdev gives a session a signal ended both
-    # (exitCode 128 + the signal's number); the kit wants exactly one.
-    "exitCode and signal": {"HS-006", "HS-007"},
-    # Records judged by all of the above: the restart's replacement, the stream's frames.
-    "session records": {"HS-012", "HS-021", "HS-034", "HS-041", "HS-043"},
-    # The seed names two host kinds with sessions (host_a, host_b); the kit wants host_c too.
-    "session host kinds": {"HS-026"},
-    # TraceMessage ("not shown"): refdev's entry frame is {type: "entry", entry}.
-    "trace frames": {"TRACE-023", "TRACE-024"},
-    # DevLogReplay and DevLogMessage ("not shown"): refdev's replay is {records, cursor} and
-    # its records {seq, at, level, topic, text, context}; the checks reading `latestSequence`
-    # crash (NOT_TESTABLE), taking the trace cursor rows of the same check with them.
-    "log shapes": {"LOG-001", "LOG-002", "LOG-004", "LOG-005", "LOG-006", "LOG-008"},
-    "log replay read by other checks": {"SRV-006", "SRV-007", "TRACE-025", "TRACE-026"},
     # Not a decision: refdev serves no route invocations (404 for every invocation path), and
     # the list check does not recognise an unmounted route as the seed profile's others do.
     "unmounted invocation list": {"INV-027", "LIM-003"},
@@ -72,6 +51,9 @@ MUST_PASS = {
     "TRACE-001", "TRACE-002", "TRACE-017", "TRACE-021", "TRACE-022",
     "RCPT-007", "RCPT-008", "RCPT-009", "LIM-010",
     "HS-001", "HS-023", "HS-024", "HS-025", "HS-030", "HS-031", "HS-035", "HS-042",
+    "HS-003", "HS-004", "HS-005", "HS-006", "HS-007", "HS-014", "HS-015", "HS-020", "HS-021",
+    "HS-022", "HS-026", "HS-041", "HS-043", "LOG-001", "LOG-002", "LOG-005", "LOG-006",
+    "TRACE-023", "TRACE-024", "AUTH-016", "ERR-011",
     "ERR-004", "ERR-005", "ERR-006", "ERR-007", "ERR-009", "LIM-004", "LIM-006", "LIM-012",
 }  # fmt: skip
 
@@ -177,3 +159,29 @@ def test_a_reference_breaking_one_seed_rule_fails_exactly_its_rows(
         report = run(target(ready), select)
     assert_fails_exactly(report, rows)
     assert all(r.reason for r in report.results if r.status is Status.SKIP), describe(report)
+
+
+# Our decisions refdev makes otherwise, each declared in turn: the kit then holds refdev to it
+# and fails exactly these rows, every failure naming the decision (none of the seed's).
+DECLARED = {
+    "session-states": {
+        "HS-003", "HS-012", "HS-020", "HS-021", "HS-022", "HS-034", "HS-041", "HS-043",
+    },
+    "session-authority": {"HS-012", "HS-014", "HS-021", "HS-034", "HS-041", "HS-043"},
+    "value-formats": {"HS-004", "HS-005", "HS-012", "HS-021", "HS-034", "HS-041", "HS-043"},
+    "session-hosts": {"HS-026"},
+    "log-shape": {"LOG-001", "LOG-004", "LOG-005"},
+    "trace-frames": {"TRACE-020", "TRACE-023", "TRACE-024"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("decision", sorted(DECLARED))
+def test_declaring_a_decision_the_reference_makes_otherwise_fails_exactly_its_rows(
+    reference: dict[str, Any], decision: str
+) -> None:
+    described = target(reference)
+    held = replace(described, declared=described.declared | {decision})
+    report = run(held, ("HS-0[0-4]?", "LOG-*", "TRACE-02[034]"))
+    assert_fails_exactly(report, DECLARED[decision])
+    for row in DECLARED[decision]:
+        assert f"our decision {decision}" in report.result(row).reason, describe(report)

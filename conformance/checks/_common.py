@@ -14,10 +14,10 @@ from functools import cache
 from typing import Any
 
 from bundle_contract._spec import get_spec
-from bundle_contract._validation import problems
 from conformance import _expect
 from conformance._preflight import PROBE_ROUTE
 from conformance._registry import Context
+from conformance._shapes import Problem
 from conformance.checks._frames import item_sequences
 
 # The browser route the guard checks aim at: cheap, side-effect free, always mounted (the
@@ -55,9 +55,10 @@ def json_bytes(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode("utf-8")
 
 
-def json_problems(ctx: Context, where: str, schema: str) -> list[str] | None:
-    """GET `where`: the problems of its JSON body against `schema`. A reply that is not a 200
-    with a JSON body is failed here (under all of the check's ids) and gives None."""
+def json_problems(ctx: Context, where: str, schema: str) -> list[Problem] | None:
+    """GET `where`: the problems of its JSON body against `schema` (as the target is held to
+    it). A reply that is not a 200 with a JSON body is failed here (under all of the check's
+    ids) and gives None."""
     reply = ctx.client.get(where)
     if not ctx.check(
         reply.status == 200 and reply.media_type == "application/json",
@@ -69,7 +70,7 @@ def json_problems(ctx: Context, where: str, schema: str) -> list[str] | None:
     except ValueError as exc:
         ctx.fail(f"GET {where}: the body is not JSON ({exc})")
         return None
-    return problems(schema, body)
+    return ctx.problems(schema, body)
 
 
 # -- host-session ids: their format is limits.toml's `session-id` pattern -----------------------
@@ -139,8 +140,9 @@ def replay(ctx: Context, route_id: str, after: int | None = None) -> dict[str, A
 
 def trace_replay(ctx: Context, after: int | None = None) -> dict[str, Any]:
     body = replay(ctx, "trace.replay", after)
-    if problems("TraceReplay.json", body):
-        ctx.not_testable("the trace replay does not conform to TraceReplay.json")
+    found = ctx.problems("TraceReplay.json", body)
+    if found:
+        ctx.not_testable(f"the trace replay does not conform to TraceReplay.json: {found[0]}")
     return body
 
 
@@ -178,7 +180,21 @@ def latest(ctx: Context, route_id: str) -> int:
     """
     key = f"latest:{route_id}"
     body = replay(ctx, route_id, ctx.shared.get(key, 0))
-    value = int(body.get("replay", body)["latestSequence"])
+    found = body.get("replay", body)
+    value = found.get("latestSequence") if isinstance(found, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool):
+        # A replay of another shape (the log replay's is our decision log-shape): the newest
+        # sequence among the objects it lists, else the last value seen.
+        listed = (
+            [v for v in found.values() if isinstance(v, list)] if isinstance(found, dict) else []
+        )
+        sequences = [
+            item["sequence"]
+            for items in listed
+            for item in items
+            if isinstance(item, dict) and type(item.get("sequence")) is int
+        ]
+        value = max(sequences, default=ctx.shared.get(key, 0))
     ctx.shared[key] = value
     return value
 
@@ -202,14 +218,19 @@ def check_stream_frames(
     shape_id: str,
     order_id: str,
 ) -> list[int]:
-    """Every line JSON and every frame a `schema` message (`shape_id`), and the records under
-    `key` numbered on from `after` without a hole (`order_id`); the sequences seen."""
+    """Every line a JSON object and every frame a `schema` message as far as the target is
+    held to it (`shape_id`), and the items under `key` numbered on from `after` without a
+    hole (`order_id`); the sequences seen. Where the target does not follow the decision
+    owning the message shape, the items are found by the `sequence` they carry."""
     for line in bad:
         ctx.fail(f"{label} line is not JSON: {line!r}", shape_id)
-    for frame in frames:
-        for problem in problems(schema, frame):
-            ctx.fail(f"frame {str(frame)[:80]}: {problem}", shape_id)
-    sequences = item_sequences(frames, schema, key)
+    for index, frame in enumerate(frames):
+        if not isinstance(frame, dict):
+            ctx.fail(f"{label} frame {index}: not a JSON object (the seed's rule)", shape_id)
+            continue
+        for problem in ctx.problems(schema, frame):
+            ctx.fail(f"{label} frame {index}: {problem}", shape_id)
+    sequences = item_sequences(frames, schema, key, ctx.holds_shape(schema))
     why = contiguous(sequences, after + 1)
     ctx.check(why is None, f"{label} after={after}: {why}", order_id)
     return sequences

@@ -52,24 +52,61 @@ def problem_field(problem: str) -> str | None:
 
 
 def ids_for(
-    problem: str, fields: Mapping[str, tuple[str, ...]], fallback: tuple[str, ...]
+    problem: object, fields: Mapping[str, tuple[str, ...]], fallback: tuple[str, ...]
 ) -> tuple[str, ...]:
-    """The requirement ids a problem line breaks: by its field, else `fallback`."""
-    field = problem_field(problem)
+    """The requirement ids a problem (a line, or a `conformance._shapes.Problem`) breaks: by
+    its field (`authority.projectRoot` before `authority` when `fields` names both), else
+    `fallback`."""
+    parts = [p.split("[", 1)[0] for p in str(problem).partition(": ")[0].split(".")[1:3]]
+    if len(parts) == 2 and ".".join(parts) in fields:
+        return fields[".".join(parts)]
+    field = problem_field(str(problem))
     return fields.get(field, fallback) if field is not None else fallback
 
 
-def item_sequences(frames: list[Any], message_schema: str, key: str) -> list[int]:
-    """Sequences of the item frames (`key` = entry or record) of a stream, in order.
+def frame_items(
+    frames: list[Any], message_schema: str, key: str, tagged: bool = True
+) -> list[dict[str, Any]]:
+    """The items (`key` = entry or record) the frames of a stream carry, in order.
 
-    The frame's `type` tag is read from the stream's message schema, not restated here.
+    `tagged`: the frames are the message schema's (its decision is followed), so an item
+    frame is the one whose `type` tag is the schema's for `key` (read from the schema, not
+    restated here). Otherwise the frame's shape is unknown: an item is the frame itself when
+    it carries an integer `sequence`, else its one member object that does.
     """
-    tag = frame_type(message_schema, key)
+    if tagged:
+        tag = frame_type(message_schema, key)
+        return [
+            frame[key]
+            for frame in frames
+            if isinstance(frame, dict)
+            and frame.get("type") == tag
+            and isinstance(frame.get(key), dict)
+        ]
+    found = []
+    for frame in frames:
+        if not isinstance(frame, dict):
+            continue
+        if _sequenced(frame):
+            found.append(frame)
+            continue
+        members = [v for v in frame.values() if isinstance(v, dict) and _sequenced(v)]
+        if len(members) == 1:
+            found.append(members[0])
+    return found
+
+
+def _sequenced(item: dict[str, Any]) -> bool:
+    sequence = item.get("sequence")
+    return isinstance(sequence, int) and not isinstance(sequence, bool)
+
+
+def item_sequences(
+    frames: list[Any], message_schema: str, key: str, tagged: bool = True
+) -> list[int]:
+    """Sequences of the items (`frame_items`) of a stream, in order."""
     return [
-        frame[key]["sequence"]
-        for frame in frames
-        if isinstance(frame, dict)
-        and frame.get("type") == tag
-        and isinstance(frame.get(key), dict)
-        and "sequence" in frame[key]
+        item["sequence"]
+        for item in frame_items(frames, message_schema, key, tagged)
+        if "sequence" in item
     ]

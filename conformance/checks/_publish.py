@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance._client import Headers
-from conformance._receipt import build_receipt, new_id
+from conformance._receipt import build_receipt, fill_template, new_id
 from conformance._registry import Context
 from conformance._reply import Reply
 from conformance.checks._common import JSON_TYPE, RECEIPTS, json_bytes, path
@@ -35,37 +35,19 @@ class Receipt:
         return json_bytes(self.body)
 
 
-def fill(template: Any, values: dict[str, str]) -> Any:
-    """The template with `{name}` in every string replaced by `values[name]`."""
-    if isinstance(template, str):
-        for name, value in values.items():
-            template = template.replace("{" + name + "}", value)
-        return template
-    if isinstance(template, dict):
-        return {k: fill(v, values) for k, v in template.items()}
-    if isinstance(template, list):
-        return [fill(v, values) for v in template]
-    return template
-
-
-def has_placeholder(template: Any, name: str) -> bool:
-    return ("{" + name + "}") in json_bytes(template).decode("utf-8")
-
-
 def make_receipt(
     ctx: Context, *, session_id: str | None = None, events: int = 1, pad: int = 0
 ) -> Receipt:
-    """A fresh receipt: the target's template filled in, else the kit's own (which alone
-    honours `events` and `pad`)."""
+    """A fresh receipt: the target's template with every placeholder filled in, else the
+    kit's own (which alone honours `events` and `pad`). `session_id` is the BUNDLE_DEV_SESSION
+    value it carries (None: the hook ran outside a host session)."""
     request_id = new_id("conformance-r-")
     template = ctx.target.receipt_template
     if template is None:
         body = build_receipt(request_id, session_id=session_id, events=events, pad=pad)
         return Receipt(body, request_id, body["execution"]["executionId"], body["host"])
-    values = {"requestId": request_id, "executionId": new_id("conformance-x-")}
-    if session_id is not None:
-        values["sessionId"] = session_id
-    return Receipt(fill(template, values), request_id)
+    execution_id = new_id("conformance-x-")
+    return Receipt(fill_template(template, request_id, execution_id, session_id), request_id)
 
 
 def receipt_token(ctx: Context) -> str:

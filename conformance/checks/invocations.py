@@ -223,13 +223,13 @@ def shape(ctx: Context, value: Any, schema: str, what: str, *ids: str) -> None:
     """`value` against one of our schemas, when the target follows `invocation-shape`."""
     if not ctx.follows(SHAPE):
         return
-    for problem in problems(schema, value)[:3]:
-        ctx.fail(f"{what}: {problem}"[:300], *ids)
+    for problem in ctx.problems(schema, value)[:3]:
+        ctx.fail(f"{what}: {problem}", *ids)
 
 
 def identity(ctx: Context, found: dict[str, Any]) -> str:
     invocation_id = found.get("id")
-    if not isinstance(invocation_id, str) or problems("InvocationId.json", invocation_id):
+    if not isinstance(invocation_id, str) or ctx.problems("InvocationId.json", invocation_id):
         ctx.not_testable(f"the invocation has no id the kit can use: {invocation_id!r}")
     return invocation_id
 
@@ -434,8 +434,8 @@ def invocation_route_list(ctx: Context) -> None:
     the fixtures, and exactly the host kinds of hosts.toml."""
     available(ctx)
     listed = route_list(ctx)
-    for problem in problems("RouteList.json", listed)[:3]:
-        ctx.fail(f"the route list: {problem}"[:300])
+    for problem in ctx.problems("RouteList.json", listed)[:3]:
+        ctx.fail(f"the route list: {problem}")
     kinds = sorted(row["kind"] for row in get_spec().rows("hosts", "host"))
     hosts = listed.get("hosts")
     ctx.check(
@@ -847,8 +847,8 @@ def judge_retention(ctx: Context, found: dict[str, Any], label: str) -> None:
     retention = found.get("retention")
     if not ctx.check(isinstance(retention, dict), f"{label}: no `retention`", "INV-019", "INV-009"):
         return
-    for problem in problems("RenderRetention.json", retention):
-        ctx.fail(f"{label}: retention {problem}"[:300], "INV-010")
+    for problem in ctx.problems("RenderRetention.json", retention):
+        ctx.fail(f"{label}: retention {problem}", "INV-010")
     ctx.check(
         isinstance(retention, dict) and (retention.get("evictedEvents") or 0) > 0,
         f"{label}: retention {retention} evicted nothing",

@@ -47,7 +47,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
-from bundle_contract._validation import problems
 from conformance import _expect
 from conformance._client import Client
 from conformance._registry import Context, check
@@ -230,8 +229,8 @@ def outcome(ctx: Context, reply: Reply, what: str, *ids: str) -> dict[str, Any]:
         if isinstance(found, dict):
             if ids:
                 ctx.check(set(body) == {"outcome"}, f"{what}: the body is not `{{outcome}}`", *ids)
-                for problem in problems("McpOperationOutcome.json", found)[:3]:
-                    ctx.fail(f"{what}: {problem}"[:300], *ids)
+                for problem in ctx.problems("McpOperationOutcome.json", found)[:3]:
+                    ctx.fail(f"{what}: {problem}", *ids)
             return found
     wanted = "`{outcome}`" if ctx.follows(SHAPE) else "a JSON object"
     ctx.not_testable(f"{what}: {reply.describe()} {reply.body[:160]!r}, not 200 with {wanted}")
@@ -439,8 +438,8 @@ def mcp_launches(ctx: Context) -> None:
             f"GET {where}: the body is not `{{launches}}`",
             "MCP-005",
         )
-        for problem in problems("McpLaunchList.json", body)[:3]:
-            ctx.fail(f"GET {where}: {problem}"[:300], "MCP-005")
+        for problem in ctx.problems("McpLaunchList.json", body)[:3]:
+            ctx.fail(f"GET {where}: {problem}", "MCP-005")
     ids: list[Any] = []
     targets: list[Any] = []
     for group in found.groups:

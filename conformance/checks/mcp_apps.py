@@ -140,8 +140,8 @@ def judge_mount(ctx: Context, reply: Reply, session: str, tool: str, *ids: str) 
         record = body.get("binding")
         if ids:
             ctx.check(set(body) == {"binding"}, f"{what}: the body is not `{{binding}}`", *ids)
-            for problem in problems("McpAppBinding.json", record)[:3]:
-                ctx.fail(f"{what}: {problem}"[:300], *ids)
+            for problem in ctx.problems("McpAppBinding.json", record)[:3]:
+                ctx.fail(f"{what}: {problem}", *ids)
             if isinstance(record, dict):
                 ctx.check(
                     record.get("state") == "pending",
@@ -197,8 +197,8 @@ def judge_answer(
     ):
         return None
     if ctx.follows(APP_SHAPE):
-        for problem in problems("McpBindingResultResponse.json", body)[:3]:
-            ctx.fail(f"{what}: {problem}"[:300], *rows)
+        for problem in ctx.problems("McpBindingResultResponse.json", body)[:3]:
+            ctx.fail(f"{what}: {problem}", *rows)
         record = body.get("binding")
         if isinstance(record, dict):
             ctx.check(
@@ -242,8 +242,8 @@ def heard(
         if data is None:
             ctx.fail(f"{label}: a `{name}` event without one JSON data line", *ids)
             continue
-        for problem in problems(FRAMES[name], data)[:2]:
-            ctx.fail(f"{label}: `{name}` {problem}"[:300], *ids)
+        for problem in ctx.problems(FRAMES[name], data)[:2]:
+            ctx.fail(f"{label}: `{name}` {problem}", *ids)
         found.append((name, data))
     return found
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bundle_contract._validation import problems
 from conformance._receipt import build_receipt, new_id
 from conformance._registry import Context, check
 from conformance.checks._common import latest, path, replay
@@ -36,7 +35,7 @@ def _listed(ctx: Context, which: str | None, *ids: str) -> list[dict[str, Any]]:
         ctx.fail(f"GET {where}: no notices list", *ids)
         return []
     for notice in notices:
-        for problem in problems("Notice.json", notice):
+        for problem in ctx.problems("Notice.json", notice):
             ctx.fail(f"GET {where}: {problem}", *ids)
     return notices
 
@@ -122,7 +121,7 @@ def hook_failure_notice(ctx: Context) -> None:
         return
     dismissed = reply.json().get("notice", {})
     ctx.check(
-        not problems("Notice.json", dismissed) and dismissed.get("state") == "dismissed",
+        not ctx.problems("Notice.json", dismissed) and dismissed.get("state") == "dismissed",
         f"dismiss answered {str(dismissed)[:120]}",
         "DIAG-205",
     )

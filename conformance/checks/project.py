@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from bundle_contract._validation import problems
 from conformance._registry import Context, check
 from conformance._stream import Stream
 from conformance.checks._common import (
@@ -27,7 +26,7 @@ MARKER = "conformance-marker"  # the paths of the kit's own good build request
 
 def _events(ctx: Context, after: int) -> list[dict[str, Any]]:
     body = replay(ctx, "project.events", after)
-    for problem in problems("ProjectEventReplay.json", body):
+    for problem in ctx.problems("ProjectEventReplay.json", body):
         ctx.fail(f"GET {path('project.events')}?after={after}: {problem}", "PRJ-002")
     events: list[dict[str, Any]] = body.get("events", [])
     return events
@@ -37,7 +36,9 @@ def _events(ctx: Context, after: int) -> list[dict[str, Any]]:
 def project_status(ctx: Context) -> None:
     """GET /api/project/status answers a ProjectStatus."""
     found = json_problems(ctx, path("project.status"), "ProjectStatus.json")
-    ctx.check(found is not None and not found, f"project status: {(found or [])[:2]}")
+    ctx.check(
+        found is not None and not found, f"project status: {'; '.join(map(str, (found or [])[:2]))}"
+    )
     ctx.note("the project status conforms to ProjectStatus.json")
 
 
@@ -45,8 +46,8 @@ def project_status(ctx: Context) -> None:
 def project_replay(ctx: Context) -> None:
     """The replay after a cursor is the retained events after it, numbered without a hole."""
     body = replay(ctx, "project.events", 0)
-    found = problems("ProjectEventReplay.json", body)
-    ctx.check(not found, f"replay after 0: {found[:2]}")
+    found = ctx.problems("ProjectEventReplay.json", body)
+    ctx.check(not found, f"replay after 0: {'; '.join(map(str, found[:2]))}")
     events = body.get("events", [])
     sequences = [int(e.get("sequence", 0)) for e in events]
     start = body["gap"]["earliestAvailableSequence"] if "gap" in body else 1
@@ -80,7 +81,7 @@ def manual_build(ctx: Context) -> None:
         if not ctx.check(reply.status == 202, f"POST builds: {reply.describe()}", "PRJ-005"):
             return
         invalidation = reply.json().get("invalidation")
-        found = problems("Invalidation.json", invalidation)
+        found = ctx.problems("Invalidation.json", invalidation)
         ctx.check(
             not found and invalidation.get("reason") == "manual", f"{invalidation}", "PRJ-005"
         )
@@ -93,9 +94,9 @@ def manual_build(ctx: Context) -> None:
         frames = read_frames(opened, ctx.target.stream_timeout, started, bad)
     for line in bad:
         ctx.fail(f"project stream line is not JSON: {line!r}", "PRJ-003")
-    for frame in frames:
-        for problem in problems("ProjectMessage.json", frame):
-            ctx.fail(f"frame {str(frame)[:80]}: {problem}", "PRJ-003")
+    for index, frame in enumerate(frames):
+        for problem in ctx.problems("ProjectMessage.json", frame):
+            ctx.fail(f"project stream frame {index}: {problem}", "PRJ-003")
     events = [f for f in frames if isinstance(f, dict) and "sequence" in f]
     why = contiguous([e["sequence"] for e in events], after + 1) if events else None
     ctx.check(why is None, f"project stream after {after}: {why}", "PRJ-003")

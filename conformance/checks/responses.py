@@ -8,7 +8,6 @@ The sample is collected once per run and shared by the checks of this module.
 
 from __future__ import annotations
 
-from bundle_contract._validation import problems
 from conformance import _expect
 from conformance._registry import Context, check
 from conformance._reply import Reply
@@ -109,8 +108,8 @@ def error_envelope(ctx: Context) -> None:
         if reply.media_type != "application/json":
             ctx.fail(f"{label}: {reply.status} error body is {reply.media_type or 'untyped'}")
             continue
-        found = problems("ErrorEnvelope.json", reply.json())
-        ctx.check(not found, f"{label}: not an ErrorEnvelope: {found[:1]}")
+        found = ctx.problems("ErrorEnvelope.json", reply.json())
+        ctx.check(not found, f"{label}: not an ErrorEnvelope: {found[0] if found else ''}")
     client = ctx.client
     ctx.expect_error(client.get("/api/conformance-no-such-route"), "BX1001", "unknown path")
     wrong = client.request("DELETE", path(PROBE))
@@ -148,7 +147,7 @@ def json_responses(ctx: Context) -> None:
         row = _expect.route(route_id)
         cursor = f"?after={latest(ctx, route_id)}" if "after" in row.get("query", {}) else ""
         found = json_problems(ctx, row["path"] + cursor, row["responses"]["200"]["schema"])
-        ctx.check(not found, f"GET {row['path']}: {(found or [])[:1]}")
+        ctx.check(not found, f"GET {row['path']}: {found[0] if found else ''}")
     for label, _, reply in sample(ctx):
         if reply.status >= 400:
             ctx.check(reply.media_type == "application/json", f"{label}: {reply.media_type}")

@@ -123,7 +123,7 @@ def run_once(ctx: Context, surface: str, what: str, *ids: str) -> dict[str, Any]
 
 def identity(ctx: Context, found: dict[str, Any]) -> str:
     run_id = found.get("id")
-    if not isinstance(run_id, str) or problems("RuntimeRunId.json", run_id):
+    if not isinstance(run_id, str) or ctx.problems("RuntimeRunId.json", run_id):
         ctx.not_testable(f"the run record has no id the kit can use: {run_id!r}")
     return run_id
 
@@ -139,8 +139,8 @@ def unknown_run_id() -> str:
 
 def shape(ctx: Context, value: Any, schema: str, what: str, *ids: str) -> None:
     """`value` against one of our schemas (the callers hold `runtime-run-shape`)."""
-    for problem in problems(schema, value)[:3]:
-        ctx.fail(f"{what}: {problem}"[:300], *ids)
+    for problem in ctx.problems(schema, value)[:3]:
+        ctx.fail(f"{what}: {problem}", *ids)
 
 
 def active_generation(ctx: Context, run: dict[str, Any]) -> str | None:
@@ -318,7 +318,7 @@ def run_invocation(ctx: Context) -> None:
     found = run_once(ctx, surface, f"a run of {surface!r}")
     invocation_id = found.get("invocationId")
     if not ctx.check(
-        isinstance(invocation_id, str) and not problems("InvocationId.json", invocation_id),
+        isinstance(invocation_id, str) and not ctx.problems("InvocationId.json", invocation_id),
         f"the run record names no invocation: invocationId {invocation_id!r}",
     ):
         return

@@ -61,7 +61,8 @@ RECORD_FIELDS: dict[str, tuple[str, ...]] = {
     "prompt": ("HS-011",),
     "restartOf": ("HS-012",),
     "traceSessionId": ("HS-013",),
-    "authority": ("HS-014", "HS-015"),
+    "authority": ("HS-014",),
+    "authority.projectRoot": ("HS-015",),
 }
 # Problems not tied to one field are the state-dependent rules: terminal-only fields.
 RECORD_FALLBACK = ("HS-005", "HS-006", "HS-007")
@@ -72,6 +73,7 @@ AVAILABILITY_FIELDS: dict[str, tuple[str, ...]] = {
     "executable": ("HS-019",),
 }
 RECORD_IDS = tuple(f"HS-{n:03d}" for n in range(1, 16))
+RUNNING = "running"  # our running state's name (decision session-states)
 
 
 # -- spec look-ups ----------------------------------------------------------------------------
@@ -108,6 +110,15 @@ def session_hosts() -> tuple[str, ...]:
     kinds = [row["kind"] for row in get_spec().rows("hosts", "host")]
     body = {"cols": 1, "rows": 1}
     return tuple(k for k in kinds if not problems("SessionCreateRequest.json", {"host": k, **body}))
+
+
+def held_hosts(ctx: Context) -> tuple[str, ...]:
+    """The host kinds with sessions the target is held to: the two the seed names (hosts.toml
+    seed_named), and all of ours once it follows `session-hosts`."""
+    if ctx.follows("session-hosts"):
+        return session_hosts()
+    rows = get_spec().rows("hosts", "host")
+    return tuple(str(r["kind"]) for r in rows if r.get("session", {}).get("seed_named"))
 
 
 def sessionless_host() -> str | None:
@@ -158,13 +169,21 @@ def launch_host(ctx: Context) -> str:
     return host
 
 
+def running_state(ctx: Context, created: dict[str, Any]) -> str:
+    """The name of the running state: ours (`session-states`), else the state of a session
+    just created (the seed's states table: a created session is the running one DELETE
+    refuses; the seed shows no state values)."""
+    return RUNNING if ctx.follows("session-states") else str(created.get("state"))
+
+
 def check_record(ctx: Context, record: Any, what: str, wanted: tuple[str, ...]) -> bool:
-    """HostSession.json problems of `record`, each failed under the ids of its field."""
-    found = problems("HostSession.json", record)
+    """HostSession.json problems of `record` (as the target is held to it: the seed's part,
+    and the decisions it follows), each failed under the ids of its field."""
+    found = ctx.problems("HostSession.json", record)
     for problem in found:
         ids = ids_for(problem, RECORD_FIELDS, RECORD_FALLBACK)
         ids = tuple(i for i in ids if i in wanted) or tuple(i for i in wanted if i in ctx.ids)
-        ctx.fail(f"{what}: {problem}"[:300], *ids)
+        ctx.fail(f"{what}: {problem}", *ids)
     return not found
 
 
@@ -304,8 +323,8 @@ def frame_data(ctx: Context, item: Item, schema: str) -> dict[str, Any] | None:
         ctx.fail(f"`{item.name}` data is not a JSON object", "HS-040")
         return None
     ids = {"state": "HS-041", "output": "HS-042", "end": "HS-043"}[str(item.name)]
-    for problem in problems(schema, data):
-        ctx.fail(f"`{item.name}` data: {problem}"[:300], ids)
+    for problem in ctx.problems(schema, data):
+        ctx.fail(f"`{item.name}` data: {problem}", ids)
     return data
 
 
@@ -330,19 +349,20 @@ FRAMES["end"] = "SessionEndFrame.json"
 def session_list(ctx: Context) -> None:
     """GET /api/sessions is `{sessions, hosts}`; each host kind's availability conforms."""
     body = listing(ctx)
-    for problem in problems("SessionList.json", body):
-        where = problem.split(":", 1)[0]
+    for problem in ctx.problems("SessionList.json", body):
+        where = problem.path
         if where.startswith("$.hosts["):
-            inner = "$" + where.split("]", 1)[1] + ":" + problem.split(":", 1)[1]
+            inner = "$" + where.split("]", 1)[1] + ": " + problem.rule
             ids = ids_for(inner, AVAILABILITY_FIELDS, ("HS-026",))
-            ctx.fail(f"hosts: {problem}"[:300], *ids)
+            ctx.fail(f"hosts: {problem}", *ids)
         else:
-            ctx.fail(f"session list: {problem}"[:300], "HS-026")
+            ctx.fail(f"session list: {problem}", "HS-026")
     hosts = body.get("hosts") if isinstance(body, dict) else None
     if isinstance(hosts, list):
         kinds = {h.get("host") for h in hosts if isinstance(h, dict)}
-        missing = sorted(set(session_hosts()) - kinds)
-        ctx.check(not missing, f"no availability for host kinds {missing}", "HS-026")
+        missing = sorted(set(held_hosts(ctx)) - kinds)
+        whose = "our decision session-hosts" if ctx.follows("session-hosts") else "the seed's"
+        ctx.check(not missing, f"no availability for host kinds {missing} ({whose})", "HS-026")
     ctx.note(f"{len(hosts or [])} host kinds listed, {len(body.get('sessions', []))} sessions")
 
 
@@ -463,9 +483,11 @@ def session_lifecycle(ctx: Context) -> None:
         check_record(ctx, session, "created session", ctx.ids)
         session_id = str(session.get("id"))
         ctx.check(session.get("host") == sessions.host, "created session of another host", "HS-002")
+        running = running_state(ctx, session)
         ctx.check(
-            session.get("state") == "running",
-            f"created in state {session.get('state')!r}",
+            session.get("state") == running,
+            f"created in state {session.get('state')!r}, not {running!r} (our decision"
+            " session-states)",
             "HS-020",
         )
         ctx.check(
@@ -502,7 +524,10 @@ def session_lifecycle(ctx: Context) -> None:
         still = send(ctx, "sessions.get", session_id)
         state = still.json().get("session", {}).get("state") if still.status == 200 else None
         ctx.check(
-            state == "running", f"after a refused DELETE: {still.describe()} {state}", "HS-022"
+            state == running,
+            f"after a refused DELETE: {still.describe()} {state!r}, not {running!r}"
+            + (" (our decision session-states)" if ctx.follows("session-states") else ""),
+            "HS-022",
         )
         ended = send(ctx, "sessions.terminate", session_id, {})
         if not ctx.check(ended.status == 200, f"terminate: {ended.describe()}", "HS-024", "HS-033"):
@@ -511,7 +536,7 @@ def session_lifecycle(ctx: Context) -> None:
         if ctx.check(isinstance(final, dict), "terminate: the body is not `{session}`", "HS-024"):
             assert isinstance(final, dict)
             check_record(ctx, final, "terminated session", ctx.ids)
-            ctx.check(final.get("state") != "running", "still running after terminate", "HS-024")
+            ctx.check(final.get("state") != running, "still running after terminate", "HS-024")
         forgotten = send(ctx, "sessions.delete", session_id)
         ctx.check(
             forgotten.status == 204 and not forgotten.body,
@@ -570,9 +595,11 @@ def session_restart(ctx: Context) -> None:
             "the replacement's size is not the requested one",
             "HS-034",
         )
+        running = running_state(ctx, original)
+        whose = "our decision session-states" if ctx.follows("session-states") else "as created"
         ctx.check(
-            replacement.get("state") == "running",
-            f"replacement in state {replacement.get('state')!r}",
+            replacement.get("state") == running,
+            f"replacement in state {replacement.get('state')!r}, not {running!r} ({whose})",
             "HS-021",
         )
     ctx.note(f"{original['id']} restarted as {replacement.get('id')}")

@@ -14,8 +14,9 @@ from typing import Any
 
 from bundle_contract._openapi import effective_errors
 from bundle_contract._spec import get_spec
-from bundle_contract._validation import problems
 from conformance import _expect
+from conformance._decisions import owner
+from conformance._expect import frame_type
 from conformance._registry import Context, check
 from conformance._reply import Reply
 from conformance._stream import Stream
@@ -28,7 +29,7 @@ from conformance.checks._common import (
     path,
     trace_replay,
 )
-from conformance.checks._frames import ids_for, item_sequences, read_frames
+from conformance.checks._frames import frame_items, ids_for, item_sequences, read_frames
 from conformance.checks._publish import can_publish, publish_entry
 
 ENTRY_FIELDS = {
@@ -65,9 +66,9 @@ def trace_replay_shape(ctx: Context) -> None:
     """GET /api/trace answers a TraceReplay as JSON."""
     for query in ("", "?after=0"):
         for problem in json_problems(ctx, path("trace.replay") + query, "TraceReplay.json") or []:
-            if problem.startswith("$.entries["):
+            if problem.path.startswith("$.entries["):
                 continue  # the fields of an entry are TRACE-001..012's concern
-            ctx.fail(problem, *ids_for(problem, REPLAY_FIELDS, ("TRACE-019",)))
+            ctx.fail(str(problem), *ids_for(problem, REPLAY_FIELDS, ("TRACE-019",)))
     ctx.note("GET /api/trace answers application/json conforming to TraceReplay.json")
 
 
@@ -92,13 +93,18 @@ def trace_entry_fields(ctx: Context) -> None:
     allowed = set(_expect.schema("TraceCorrelation")["properties"])
     for entry in entries:
         label = f"entry {entry.get('sequence', '?')}"
-        for problem in problems("TraceEntry.json", entry):
+        for problem in ctx.problems("TraceEntry.json", entry):
             ctx.fail(f"{label}: {problem}", *ids_for(problem, ENTRY_FIELDS, ENTRY_IDS))
         if "details" in entry:
             size = len(json_bytes(entry["details"]))
             ctx.check(size <= bound, f"{label}: details of {size} bytes > {bound}", "TRACE-010")
         extra = set(entry.get("correlation") or {}) - allowed
-        ctx.check(not extra, f"{label}: correlation keys {sorted(extra)}", "TRACE-012")
+        ctx.check(
+            not extra,
+            f"{label}: $.correlation: keys {sorted(extra)} are not TraceCorrelation keys"
+            " (the seed's rule)",
+            "TRACE-012",
+        )
     ctx.note(f"{len(entries)} entries conform to TraceEntry.json, details within {bound} bytes")
 
 
@@ -253,7 +259,7 @@ def trace_gap(ctx: Context) -> None:
     """A cursor before retained history gets a gap in the replay and as the stream's 1st frame."""
     body = _find_gap(ctx)
     gap, entries = body["gap"], body["entries"]
-    for problem in problems("TraceReplayGap.json", gap):
+    for problem in ctx.problems("TraceReplayGap.json", gap):
         ctx.fail(f"replay gap: {problem}", *ids_for(problem, GAP_FIELDS, ("TRACE-017",)))
     first = gap.get("firstAvailableSequence")
     ctx.check(
@@ -298,10 +304,13 @@ def trace_gap(ctx: Context) -> None:
         "TRACE-023",
     )
     if len(frames) > 1 and isinstance(head, dict):
+        tagged = ctx.holds_shape("TraceMessage.json")
+        whose = f"our decision {owner('TraceMessage.json', '')}" if tagged else "the seed's rule"
         ctx.check(
-            item_sequences(frames[1:2], "TraceMessage.json", "entry")
+            item_sequences(frames[1:2], "TraceMessage.json", "entry", tagged)
             == [head.get("firstAvailableSequence")],
-            f"the frame after the gap is {str(frames[1])[:120]}",
+            f"the frame after the gap is not the entry {head.get('firstAvailableSequence')}"
+            f" ({whose}): {str(frames[1])[:120]}",
             "TRACE-023",
         )
     ctx.note(f"gap {gap} in the replay and as the stream's first frame")
@@ -328,9 +337,10 @@ def trace_stream(ctx: Context) -> None:
         for _ in range(BATCHES if token else 0):
             wanted = publish_entry(ctx, events=2)  # the stream must carry every batch
         bad: list[str] = []
+        tagged = ctx.holds_shape("TraceMessage.json")
 
         def done(frames: list[Any]) -> bool:
-            entries = [f.get("entry", {}) for f in frames if isinstance(f, dict)]
+            entries = frame_items(frames, "TraceMessage.json", "entry", tagged)
             if wanted is None:
                 return any(e.get("sequence", 0) >= newest for e in entries) or newest == after
             return any(e.get("correlation", {}).get("requestId") == wanted for e in entries)
@@ -348,9 +358,12 @@ def trace_stream(ctx: Context) -> None:
         order_id="TRACE-020",
     )
     if wanted is not None:
+        whose = owner("TraceMessage.json", "")
+        how = f" as `{frame_type('TraceMessage.json', 'entry')}` frames" if tagged else ""
         ctx.check(
             done(frames),
-            f"the receipt's entries never reached the stream ({len(frames)} frames)",
+            f"the receipt's entries never reached the stream{how} ({len(frames)} frames)"
+            + (f" (our decision {whose})" if tagged else ""),
             "TRACE-020",
         )
     if not frames:
