@@ -34,15 +34,12 @@ SERVER = REFERENCE / "server.mjs"
 TARGET_FILE = REFERENCE / "target.toml"
 HOST = "host_a"  # refdev's launchable host kind: an echo loop under /bin/sh
 
-# The rows the kit fails refdev on although refdev does what the seed says. Where the kit held
-# it to our own choices (log record shape, trace message frames, HostSession state values and
-# timestamps, authority keys, exitCode/signal exclusivity, host_c's sessions) those are now
-# named decisions refdev does not declare (DECLARED below), so what is left is not a decision.
-KIT_HOLDS_OURS: dict[str, set[str]] = {
-    # Not a decision: refdev serves no route invocations (404 for every invocation path), and
-    # the list check does not recognise an unmounted route as the seed profile's others do.
-    "unmounted invocation list": {"INV-027", "LIM-003"},
-}
+# The rows the kit fails refdev on although refdev does what the seed says: none. Where the kit
+# held it to our own choices (log record shape, trace message frames, HostSession state values
+# and timestamps, authority keys, exitCode/signal exclusivity, host_c's sessions) those are now
+# named decisions refdev does not declare (DECLARED below); the invocation routes refdev does
+# not mount SKIP as absent. A row the kit holds refdev to unfairly again goes here, by cause.
+KIT_HOLDS_OURS: dict[str, set[str]] = {}
 EXPECTED = set().union(*KIT_HOLDS_OURS.values())
 # Rows the reference passes, and which the broken variants below must turn to FAIL (and a few
 # more of each area): without them passing, a variant's failure would prove nothing.

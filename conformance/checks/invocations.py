@@ -96,10 +96,13 @@ def send(
 
 
 def available(ctx: Context) -> None:
-    """SKIP when the target says it runs no route invocations (BX3003, a 5xx: unavailable)."""
+    """SKIP when the target says it runs no route invocations: BX3003 (a 5xx: unavailable),
+    or an invocation list that is not mounted, as the target's profile judges absence."""
     reply = send(ctx, "invocations.list")
     if reply.status >= 500 and ctx.is_error(reply, "BX3003"):
         ctx.skip(f"the target runs no route invocations: the list answers {reply.describe()}")
+    if ctx.absent(reply):
+        ctx.skip(f"the target serves no route invocations: the list answers {reply.describe()}")
 
 
 def unnamed(setting: str) -> str:
