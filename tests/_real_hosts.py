@@ -158,6 +158,16 @@ def missing_cli(kind: str) -> str | None:
     return None
 
 
+def user_env(kind: str, root: Path) -> dict[str, str]:
+    """A user's environment for the host, its pinned CLI first on PATH: its quiet switches, not
+    the scripted runs' trust of every workspace (with GEMINI_CLI_TRUST_WORKSPACE Gemini CLI
+    asks no trust at install)."""
+    env = base_env(kind, root)
+    env["PATH"] = f"{CLIS}:{env['PATH']}"
+    env.pop("GEMINI_CLI_TRUST_WORKSPACE", None)
+    return env
+
+
 def base_env(kind: str, root: Path) -> dict[str, str]:
     """Host `kind`'s environment as a user's: HOME and TMPDIR of its own under `root` (made),
     loopback only, its telemetry and updates off. For a host that runs in a home of its own
@@ -246,7 +256,7 @@ def prepare(
     env.update(plan.env)
     values = {"{workspace}": str(workspace), "{api_key}": SCRIPTED_API_KEY[-20:]}
     for relative, document in facts.ui_files.items():
-        _merge_json(home / relative, _filled(document, values))
+        merge_json(home / relative, _filled(document, values))
     argv = [str(facts.binary), *plan.args]
     if hooks or mcp:
         kit_args = _install_kit(facts, root / KIT_PLUGIN, host_home, hooks or {}, mcp or {})
@@ -265,12 +275,14 @@ def _filled(value: Any, values: Mapping[str, str]) -> Any:
     return value
 
 
-def _merge_json(path: Path, update: Mapping[str, Any]) -> None:
-    """Set the top-level keys of `update` in the JSON object at `path` (made when missing)."""
+def merge_json(path: Path, update: Mapping[str, Any]) -> None:
+    """Set the top-level keys of `update` in the JSON object at `path` (made when missing); a
+    key set to None is removed."""
     data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     data.update(update)
+    kept = {key: value for key, value in data.items() if value is not None}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    path.write_text(json.dumps(kept, indent=2), encoding="utf-8")
 
 
 def _install_kit(
@@ -299,13 +311,13 @@ def _install_kit(
             (kit_dir / relative).parent.mkdir(parents=True, exist_ok=True)
             (kit_dir / relative).write_bytes(data)
         if hooks:
-            _merge_json(kit_dir / plugin["hooks_document"], hooks_document)
+            merge_json(kit_dir / plugin["hooks_document"], hooks_document)
         kit_plan = attach_plan(facts.kind, kit_dir, plugin=KIT_PLUGIN, home=None)
         assert kit_plan.home is None, f"{facts.kind}: a kit plugin needs a home-free attach"
         return list(kit_plan.args)
     assert host_home is not None, f"{facts.kind}: user-level kit files need the host's home"
     if hooks:
-        _merge_json(host_home / kit.hooks_file, {"hooks": hooks_document["hooks"]})
+        merge_json(host_home / kit.hooks_file, {"hooks": hooks_document["hooks"]})
     if servers and kit.mcp_format == "toml":  # JSON strings and arrays of them are TOML
         tables = "".join(
             f"\n[mcp_servers.{name}]\n"
@@ -315,7 +327,7 @@ def _install_kit(
         with (host_home / kit.mcp_file).open("a", encoding="utf-8") as config:
             config.write(tables)
     elif servers:
-        _merge_json(host_home / kit.mcp_file, {"mcpServers": servers})
+        merge_json(host_home / kit.mcp_file, {"mcpServers": servers})
     return list(kit.args)
 
 

@@ -26,24 +26,16 @@ from bundle_contract._generated.errors import InstallHostUnsupported
 from bundle_contract._host_install import install_plan
 from bundle_contract._host_plugin import host_row
 from bundle_contract._install import install_bundle
-from tests._real_hosts import CLIS, base_env, missing_cli
+from tests._projects import copy_example
+from tests._real_hosts import CLIS, merge_json, missing_cli, user_env
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "safe-shell"
 KINDS = ["host_a", "host_b", "host_c"]
 COPY_LINE = "the host runs the copy at "
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    copy = tmp_path / "safe-shell"
-    shutil.copytree(EXAMPLE, copy, ignore=shutil.ignore_patterns(".bundle", "__pycache__"))
-    return copy
-
-
-def host_env(kind: str, root: Path) -> dict[str, str]:
-    env = base_env(kind, root)
-    env["PATH"] = f"{CLIS}:{env['PATH']}"
-    return env
+    return copy_example(tmp_path / "safe-shell")
 
 
 def statuses(report: DoctorReport) -> dict[str, str]:
@@ -53,14 +45,6 @@ def statuses(report: DoctorReport) -> dict[str, str]:
 def the_copy(report: DoctorReport) -> Path:
     line = next(e for e in report.check("install").evidence if e.startswith(COPY_LINE))
     return Path(line.removeprefix(COPY_LINE))
-
-
-def merge_json(path: Path, **keys: object) -> None:
-    """Set (a value) or remove (None) top-level keys of the JSON object at `path`."""
-    data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    data.update(keys)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({k: v for k, v in data.items() if v is not None}, indent=2))
 
 
 def names(check: Check, *parts: str) -> bool:
@@ -78,7 +62,7 @@ def test_doctor_finds_the_install_healthy_then_names_each_injected_fault(
 ) -> None:
     if reason := missing_cli(kind):
         pytest.skip(reason)
-    env = host_env(kind, tmp_path / "run")
+    env = user_env(kind, tmp_path / "run")
     install_bundle(project, kind, env=env)
     if kind == "host_b":  # Codex runs no hook the user has not trusted: an untrusted install
         untrusted = doctor_bundle(project, kind, env=env)
@@ -171,7 +155,7 @@ def test_a_stale_copy_is_a_warning_and_the_cli_exits_by_the_verdict(
 ) -> None:
     if reason := missing_cli("host_a"):
         pytest.skip(reason)
-    env = host_env("host_a", tmp_path / "run")
+    env = user_env("host_a", tmp_path / "run")
     install_bundle(project, "host_a", env=env)
     rules = project / "safe_shell" / "rules.py"
     rules.write_text(rules.read_text() + "\n# changed after the install\n")
@@ -203,7 +187,7 @@ def test_not_installed_and_missing_cli_are_findings_and_usage_is_exit_2(
 ) -> None:
     if reason := missing_cli("host_b"):
         pytest.skip(reason)
-    nothing = doctor_bundle(project, "host_b", env=host_env("host_b", tmp_path / "run"))
+    nothing = doctor_bundle(project, "host_b", env=user_env("host_b", tmp_path / "run"))
     assert statuses(nothing)["install"] == "fail" and not nothing.healthy
     assert "not installed into host_b" in nothing.check("install").summary
     assert statuses(nothing)["files"] == "skip"
@@ -291,10 +275,10 @@ def test_claude_code_s_disable_all_hooks_fails_the_settings_check(
 ) -> None:
     if reason := missing_cli("host_a"):
         pytest.skip(reason)
-    env = host_env("host_a", tmp_path / "run")
+    env = user_env("host_a", tmp_path / "run")
     install_bundle(project, "host_a", env=env)
     user = Path(env["HOME"]) / ".claude" / "settings.json"  # the install wrote it
-    merge_json(user, disableAllHooks=True)
+    merge_json(user, {"disableAllHooks": True})
     off = doctor_bundle(project, "host_a", env=env).check("settings")
     assert off.status == "fail", off
     assert "disableAllHooks = true" in off.summary and str(user) in off.summary
@@ -302,7 +286,7 @@ def test_claude_code_s_disable_all_hooks_fails_the_settings_check(
     assert off.fix == f"remove disableAllHooks from {user}"
     assert names(off, str(project / ".claude" / "settings.local.json"), "absent")
 
-    merge_json(user, disableAllHooks=None)
+    merge_json(user, {"disableAllHooks": None})
     on = doctor_bundle(project, "host_a", env=env)
     assert on.check("settings").status == "pass", on.check("settings")
     assert names(on.check("settings"), str(user), "disableAllHooks not set")
@@ -314,7 +298,7 @@ def test_codex_s_hooks_feature_and_hook_state_fail_the_settings_check(
 ) -> None:
     if reason := missing_cli("host_b"):
         pytest.skip(reason)
-    env = host_env("host_b", tmp_path / "run")
+    env = user_env("host_b", tmp_path / "run")
     install_bundle(project, "host_b", env=env)
     config = Path(env["CODEX_HOME"]) / "config.toml"  # the install wrote it
     installed = config.read_text(encoding="utf-8")
@@ -338,7 +322,7 @@ def test_codex_s_hooks_feature_and_hook_state_fail_the_settings_check(
 def test_gemini_s_hooks_config_fails_the_settings_check(project: Path, tmp_path: Path) -> None:
     if reason := missing_cli("host_c"):
         pytest.skip(reason)
-    env = host_env("host_c", tmp_path / "run")
+    env = user_env("host_c", tmp_path / "run")
     install_bundle(project, "host_c", env=env)
     home = Path(env["GEMINI_CLI_HOME"])
     # Gemini names an extension's hook by its command with ${extensionPath} (the copy it runs)
@@ -347,8 +331,8 @@ def test_gemini_s_hooks_config_fails_the_settings_check(project: Path, tmp_path:
     before_tool = f'sh "{copy}"/hooks/BeforeTool'
     user = home / ".gemini" / "settings.json"
     workspace = project / ".gemini" / "settings.json"
-    merge_json(user, hooksConfig={"disabled": [before_tool, "someone else's hook"]})
-    merge_json(workspace, hooksConfig={"enabled": False})
+    merge_json(user, {"hooksConfig": {"disabled": [before_tool, "someone else's hook"]}})
+    merge_json(workspace, {"hooksConfig": {"enabled": False}})
     report = doctor_bundle(project, "host_c", env=env)
     assert the_copy(report) == copy
     off = report.check("settings")
@@ -359,7 +343,7 @@ def test_gemini_s_hooks_config_fails_the_settings_check(project: Path, tmp_path:
     assert f"take the plugin's hooks out of hooksConfig.disabled in {user}" in off.fix
     assert f"remove hooksConfig.enabled from {workspace}" in off.fix
 
-    merge_json(user, hooksConfig=None)
+    merge_json(user, {"hooksConfig": None})
     workspace.unlink()
     on = doctor_bundle(project, "host_c", env=env).check("settings")
     assert on.status == "pass", on
@@ -378,14 +362,14 @@ def test_the_settings_switches_follow_each_host_s_precedence(tmp_path: Path) -> 
 
     # Claude Code: user, then project, then local; the last that sets the switch decides.
     user = home / ".claude" / "settings.json"
-    merge_json(user, disableAllHooks=True)
-    merge_json(project / ".claude" / "settings.json", disableAllHooks=False)
+    merge_json(user, {"disableAllHooks": True})
+    merge_json(project / ".claude" / "settings.json", {"disableAllHooks": False})
     assert settings("host_a").status == "pass"
     local = project / ".claude" / "settings.local.json"
-    merge_json(local, disableAllHooks=True)
+    merge_json(local, {"disableAllHooks": True})
     off = settings("host_a")
     assert off.status == "fail" and off.fix == f"remove disableAllHooks from {user} and {local}"
-    merge_json(local, disableAllHooks=1)  # not a boolean: Claude does not count it
+    merge_json(local, {"disableAllHooks": 1})  # not a boolean: Claude does not count it
     assert settings("host_a").status == "pass"
     local.write_text("{ not json")
     unread = settings("host_a")

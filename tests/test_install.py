@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tomllib
 from pathlib import Path
@@ -40,26 +39,15 @@ from bundle_contract._install import (
     resolution_base,
     uninstall_bundle,
 )
-from tests._real_hosts import CLIS, Launch, base_env, missing_cli, run_host
+from tests._projects import copy_example
+from tests._real_hosts import CLIS, Launch, missing_cli, run_host, user_env
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "safe-shell"
 PLUGIN = "safe-shell"
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    copy = tmp_path / "safe-shell"
-    shutil.copytree(EXAMPLE, copy, ignore=shutil.ignore_patterns(".bundle", "__pycache__"))
-    return copy
-
-
-def host_env(kind: str, root: Path) -> dict[str, str]:
-    """A user's environment for the host: its quiet switches, not the scripted runs' trust of
-    every workspace (with GEMINI_CLI_TRUST_WORKSPACE Gemini CLI asks no trust at install)."""
-    env = base_env(kind, root)
-    env["PATH"] = f"{CLIS}:{env['PATH']}"
-    env.pop("GEMINI_CLI_TRUST_WORKSPACE", None)
-    return env
+    return copy_example(tmp_path / "safe-shell")
 
 
 def cache_leftovers(kind: str, env: dict[str, str]) -> list[str]:
@@ -100,7 +88,7 @@ def test_install_then_uninstall_through_the_hosts_own_cli(
 ) -> None:
     if reason := missing_cli(kind):
         pytest.skip(reason)
-    env = host_env(kind, tmp_path / "run")
+    env = user_env(kind, tmp_path / "run")
     plan = install_plan(kind, None, plugin=PLUGIN, root="/published")
     folders = folders_file(plan, env)
     user_folders = json.dumps({str(tmp_path / "mine"): "TRUST_FOLDER"}, indent=2)
@@ -136,7 +124,7 @@ def test_codex_runs_the_hooks_only_once_the_user_consents(
 ) -> None:
     if reason := missing_cli("host_b"):
         pytest.skip(reason)
-    env = host_env("host_b", tmp_path / "run")
+    env = user_env("host_b", tmp_path / "run")
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     store = Path(env["CODEX_HOME"]) / "config.toml"  # the user's own hook state stays as it is
@@ -177,7 +165,7 @@ def test_a_project_install_names_the_claude_marketplace_relative_to_the_project(
 ) -> None:
     if reason := missing_cli("host_a"):
         pytest.skip(reason)
-    env = host_env("host_a", tmp_path / "run")
+    env = user_env("host_a", tmp_path / "run")
     done = install_bundle(project, "host_a", "project", env=env)
     published = project / ".bundle" / "state" / "published" / "host_a"
     settings = project / ".claude" / "settings.json"
@@ -190,7 +178,7 @@ def test_a_project_install_names_the_claude_marketplace_relative_to_the_project(
 
     # A clone's user: a fresh home, the project trusted. Claude's session start materializes
     # the declared marketplace, resolving the relative path against the project.
-    mate = host_env("host_a", tmp_path / "mate")
+    mate = user_env("host_a", tmp_path / "mate")
     home = Path(mate["HOME"])
     trusted = {
         "hasCompletedOnboarding": True,
