@@ -306,9 +306,12 @@ def create_app(
     """
     from bundle_server._http.guard import new_token
     from bundle_server.logs.hub import LogHub
+    from bundle_server.multiplex.service import MultiplexService
 
     if services.get("logs") is None:
         services["logs"] = LogHub()
+    if services.get("multiplex") is None:
+        services["multiplex"] = MultiplexService()
     return BundleApp(
         port=port,
         session_token=session_token,
