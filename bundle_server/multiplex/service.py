@@ -115,10 +115,15 @@ class MultiplexService:
                 continue
             stream.add(subscription, source)
 
-    def close(self) -> None:
-        """End every open stream (the server is stopping)."""
+    def close_streams(self) -> None:
+        """End every open stream (their pages open new ones, resuming each subscription)."""
         with self._lock:
-            self._closed = True
             streams = list(self._streams.values())
         for stream in streams:
             stream.close()
+
+    def close(self) -> None:
+        """End every open stream and refuse new ones (the server is stopping)."""
+        with self._lock:
+            self._closed = True
+        self.close_streams()
