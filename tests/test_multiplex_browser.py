@@ -2,7 +2,8 @@
 one multiplexed stream per tab, so a tab holds one long-lived connection however many sessions
 run (Chromium opens at most six HTTP/1.1 connections per origin, shared by the tabs of a
 profile: with a stream per session per tab, the seventh stream and every request after it
-waited for ever).
+waited for ever). Then the server drops every tab's stream: each opens it again, every terminal
+painted again from its replay and live.
 
 Connections are counted twice: per tab from Chromium's own network events (the DevTools
 protocol's `Network` domain: requests sent and not yet finished, failed or served from a
@@ -13,7 +14,6 @@ included).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -138,52 +138,31 @@ def test_ten_sessions_in_three_tabs_all_stay_live_on_one_connection_each(
         assert all("/api/multiplex/stream" in url for _, c in tabs for url in c.streams())
         # At most two per tab: the stream, and one for the short requests.
         assert connections <= 2 * TABS, connections
-        assert problems.messages == [], problems.messages
-    finally:
-        context.close()
-        for session_id in ids:
-            client.request("POST", f"/api/sessions/{session_id}/terminate", {})
 
-
-def test_a_dropped_stream_is_opened_again_and_every_terminal_resumes(
-    browser: Browser, server: DevServer
-) -> None:
-    """The server cuts the tab's stream (as a proxy or a sleeping laptop would): the page says
-    it is reconnecting, opens the stream again with every subscription, and its terminals are
-    painted again from the replay and follow live output."""
-    client = Client(server.port, server.session_token)
-    ids = [client.create(cols=60, rows=8)["id"] for _ in range(2)]
-    context = browser.browser.new_context(viewport={"width": 1280, "height": 2000})
-    try:
-        page = context.new_page()
-        counter = open_tab(page, server)
-        for session_id in ids:
-            expect(page.locator(f'[data-session="{session_id}"] .xterm-rows')).to_contain_text(
-                "ready"
-            )
-        client.request("POST", f"/api/sessions/{ids[0]}/input", {"data": "before."})
-        expect(page.locator(f'[data-session="{ids[0]}"] .xterm-rows')).to_contain_text("before.")
-        opened = {url for url in counter.open.values() if "multiplex/stream" in url}
-        assert len(opened) == 1
-        # End every multiplexed stream from the server's side.
+        # The server drops every tab's stream (as a proxy or a sleeping laptop would): each
+        # tab opens it again with every subscription, its terminals painted again from the
+        # replay, and follows live output.
+        # Imported here, not at the top: the same test run against the code before the
+        # multiplexed stream fails where it should, above, not at its import.
         from bundle_server.multiplex.service import MultiplexService
 
-        service = server.services.get(MultiplexService)
-        with page.expect_request(lambda request: "/api/multiplex/stream" in request.url):
-            service.close_streams()
-        expect(page.locator("#connection")).to_have_text("connected")
+        with first.expect_request(lambda request: request.url.endswith("/api/multiplex/stream")):
+            server.services.get(MultiplexService).close_streams()
         for index, session_id in enumerate(ids):
-            client.request("POST", f"/api/sessions/{session_id}/input", {"data": f"after-{index}."})
-        for index, session_id in enumerate(ids):
-            rows = page.locator(f'[data-session="{session_id}"] .xterm-rows')
-            expect(rows).to_contain_text(f"after-{index}.")
-        # The replay painted what came before the drop, once.
-        text = page.locator(f'[data-session="{ids[0]}"] .xterm-rows').inner_text()
-        assert text.count("before.") == 1, text
-        deadline = time.monotonic() + 5
-        while len(counter.streams()) != 1:
-            assert time.monotonic() < deadline, counter.streams()
-            page.wait_for_timeout(50)
+            reply = client.request(
+                "POST", f"/api/sessions/{session_id}/input", {"data": f"after-{index}."}
+            )
+            assert reply.status == 204
+        for page, _ in tabs:
+            expect(page.locator("#connection")).to_have_text("connected")
+            for index, session_id in enumerate(ids):
+                rows = page.locator(f'[data-session="{session_id}"] .xterm-rows')
+                expect(rows).to_contain_text(f"after-{index}.", timeout=15_000)
+        text = first.locator(f'[data-session="{ids[0]}"] .xterm-rows').inner_text()
+        assert text.count("ping-0.") == 1, text  # the replay painted it once
+        for _, counter in tabs:
+            assert counter.most_streams == 1 and len(counter.streams()) == 1
+        assert problems.messages == [], problems.messages
     finally:
         context.close()
         for session_id in ids:
