@@ -70,6 +70,7 @@ class Multiplexer {
     this.running = false;
     this.controller = null;
     this.adding = []; // subscriptions to add to the open stream, sent together
+    this.orphans = []; // carried by the stream's request, removed before it answered
     this.delay = 250;
   }
 
@@ -86,9 +87,13 @@ class Multiplexer {
   remove(subscription) {
     if (this.subscriptions.get(subscription.wire) !== subscription) return;
     this.subscriptions.delete(subscription.wire);
-    if (this.streamId && subscription.on === this.generation) {
-      send("DELETE", `/api/multiplex/${this.streamId}/subscriptions/${subscription.wire}`).catch(() => {});
-    }
+    if (subscription.on !== this.generation) return;
+    if (this.streamId) this.unsubscribe(subscription.wire);
+    else this.orphans.push(subscription.wire); // let go once the stream says its id
+  }
+
+  unsubscribe(wire) {
+    send("DELETE", `/api/multiplex/${this.streamId}/subscriptions/${wire}`).catch(() => {});
   }
 
   queue(subscription) {
@@ -119,6 +124,7 @@ class Multiplexer {
       this.generation += 1;
       const generation = this.generation;
       const carried = [...this.subscriptions.values()];
+      this.orphans = [];
       for (const subscription of carried) subscription.on = generation;
       this.controller = new AbortController();
       try {
@@ -173,6 +179,7 @@ class Multiplexer {
       this.window = frame.sessionWindow;
       this.delay = 250;
       connection.set("live");
+      for (const wire of this.orphans.splice(0)) this.unsubscribe(wire);
       for (const subscription of this.subscriptions.values()) {
         if (subscription.on !== generation) this.queue(subscription);
       }
