@@ -8,7 +8,9 @@ Workbench's own origin."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import shutil
 import time
 from collections.abc import Iterator
@@ -26,6 +28,7 @@ from _browser import (
     signed_in,
     workbench_server,
 )
+from fake_host import host
 from playwright.sync_api import ConsoleMessage, Page, Route, expect
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +40,7 @@ BUILD = 20_000
 # What the walk visits: each view's path (`{launch}`: the example's MCP launch), and what
 # shows once its content is in.
 VIEWS = {
-    "sessions": ("/sessions", ".hosts .host"),
+    "sessions": ("/sessions", "section.session .xterm-rows >> text=/ready \\d+/"),
     "trace": ("/trace", '.trace-view[data-ready="true"] .vt-body .vt-row'),
     "logs": ("/logs", ".logs-table .vt-body .vt-row"),
     "project": ("/project", ".project-view .epoch"),
@@ -53,7 +56,16 @@ THEMES = ("light", "dark")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkbenchServer]:
     root = tmp_path_factory.mktemp("face")
     shutil.copytree(EXAMPLE, root / "project", ignore=shutil.ignore_patterns(".bundle"))
-    with workbench_server(root) as running:
+    # host_a's CLI, as the server finds it on its PATH: the fake host, ready and echoing, so
+    # the Sessions view has a terminal to show (whatever the host's attach plan passes it).
+    tools = root / "bin"
+    tools.mkdir()
+    fake = host("raw", "ready", "echo")
+    claude = tools / "claude"
+    claude.write_text(f"#!/bin/sh\nexec {shlex.join([str(fake['executable']), *fake['args']])}\n")
+    claude.chmod(0o755)
+    env = os.environ | {"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}
+    with workbench_server(root, env=env) as running:
         yield running
 
 
@@ -203,6 +215,11 @@ def fill_the_views(tab: Page, server: WorkbenchServer) -> dict[str, str]:
     """Something in every view: a hook receipt, a route invocation, a runtime run, an MCP call.
     Returns the values the views' paths name."""
     post_receipt(server, receipt("face-walk"))
+    started = tab.request.post(
+        f"{server.url}/api/sessions", data={"host": "host_a", "cols": 100, "rows": 20}
+    )
+    assert started.ok, started.text()
+
     invocation = tab.request.post(
         f"{server.url}/api/routes/invocations",
         data={
@@ -251,6 +268,17 @@ def test_every_view_in_both_themes_passes_axe_and_is_photographed(
         for view, (path, loaded) in VIEWS.items():
             tab.goto(server.url + path.format(**names))
             expect(tab.locator(loaded).first).to_be_visible(timeout=FIRST)
+            if view == "sessions" and theme == THEMES[0]:
+                # Keystrokes echoed: the terminal replays them in the other theme.
+                tab.locator("section.session .xterm").click()
+                tab.keyboard.type("ls -la")
+                expect(tab.locator("section.session .xterm-rows")).to_contain_text("ls -la")
+            if view == "mcp":
+                # A call's outcome under the form.
+                form = tab.get_by_role("form", name="Call check_command")
+                form.get_by_label("command", exact=True).fill("rm -rf /")
+                form.get_by_role("button", name="Call").click()
+                expect(tab.locator(".mcp-outcome")).to_contain_text("refused", timeout=FIRST)
             expect(tab.locator("#connection")).to_have_text("connected")
             expect(tab.locator(".loading")).to_have_count(0)
             expect(tab.get_by_role("button", name="Dark theme")).to_have_attribute(
@@ -260,6 +288,7 @@ def test_every_view_in_both_themes_passes_axe_and_is_photographed(
             violations = axe_violations(tab)
             if violations:
                 found[f"{view} ({theme})"] = violations
+            tab.locator("main").evaluate("main => { main.scrollTop = 0; }")
             screenshot(tab, f"{view}-{theme}")
     assert found == {}, json.dumps(found, indent=1)
     # One background per theme, and not the same one.
