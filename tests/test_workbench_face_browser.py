@@ -86,7 +86,7 @@ def active_epoch(tab: Page, server: WorkbenchServer) -> str:
 
 
 def axe_violations(tab: Page) -> list[dict[str, Any]]:
-    """axe-core's serious and critical violations on the page as it is. The page's CSP admits
+    """axe-core's violations on the page as it is, each with its impact. The page's CSP admits
     no inline script, so axe is evaluated through the DevTools protocol, which it does not
     govern, rather than added as a <script> element (add_script_tag would be refused)."""
     if not tab.evaluate("() => typeof window.axe === 'object'"):
@@ -102,7 +102,6 @@ def axe_violations(tab: Page) -> list[dict[str, Any]]:
             "nodes": [n["target"] for n in v["nodes"]][:5],
         }
         for v in results
-        if v["impact"] in ("serious", "critical")
     ]
 
 
@@ -211,6 +210,35 @@ def test_an_app_preview_speaks_only_to_the_workbench_origin(
     assert [m for m in heard if "postMessage" in m or "does not match" in m] == [], heard
 
 
+def test_a_table_whose_read_fails_says_so(
+    page: tuple[Page, Problems], server: WorkbenchServer
+) -> None:
+    tab, problems = page
+    refused = {"error": {"code": "BX1000", "message": "the test refused this read"}}
+
+    def refuse(status: int) -> Any:
+        body = json.dumps(refused)
+        return lambda route: route.fulfill(
+            status=status, content_type="application/json", body=body
+        )
+
+    tab.route("**/api/runtime/runs", refuse(503))
+    tab.route("**/api/routes/invocations?limit=*", refuse(500))
+    tab.goto(f"{server.url}/runtime")
+    runs = tab.get_by_role("table", name="Recent runs")
+    expect(runs.get_by_role("alert")).to_have_text(
+        "Could not read the recent runs: the test refused this read"
+    )
+    expect(runs.locator(".error-state")).to_be_visible()
+    problems.expected_refusal(503)
+    tab.goto(f"{server.url}/routes")
+    past = tab.get_by_role("table", name="Past invocations")
+    expect(past.get_by_role("alert")).to_have_text(
+        "Past invocations: BX1000: the test refused this read"
+    )
+    problems.expected_refusal(500)
+
+
 def fill_the_views(tab: Page, server: WorkbenchServer) -> dict[str, str]:
     """Something in every view: a hook receipt, a route invocation, a runtime run, an MCP call.
     Returns the values the views' paths name."""
@@ -286,8 +314,11 @@ def test_every_view_in_both_themes_passes_axe_and_is_photographed(
             )
             backgrounds[theme].add(tab.evaluate("getComputedStyle(document.body).backgroundColor"))
             violations = axe_violations(tab)
-            if violations:
-                found[f"{view} ({theme})"] = violations
+            serious = [v for v in violations if v["impact"] in ("serious", "critical")]
+            if serious:
+                found[f"{view} ({theme})"] = serious
+            lesser = sorted(f"{v['id']} ({v['impact']})" for v in violations if v not in serious)
+            print(f"axe {view} {theme}: {len(serious)} serious or critical; others: {lesser}")
             tab.locator("main").evaluate("main => { main.scrollTop = 0; }")
             screenshot(tab, f"{view}-{theme}")
     assert found == {}, json.dumps(found, indent=1)
