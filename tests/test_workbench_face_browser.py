@@ -301,6 +301,11 @@ def test_every_view_in_both_themes_passes_axe_and_is_photographed(
                 tab.locator("section.session .xterm").click()
                 tab.keyboard.type("ls -la")
                 expect(tab.locator("section.session .xterm-rows")).to_contain_text("ls -la")
+            if view == "runtime":
+                # A run from the page: its result above the runs.
+                tab.get_by_label("Input (JSON)").fill('{"verbose": true}')
+                tab.get_by_role("button", name="Run").click()
+                expect(tab.locator(".run-result .run-status")).to_have_text("completed")
             if view == "mcp":
                 # A call's outcome under the form.
                 form = tab.get_by_role("form", name="Call check_command")
