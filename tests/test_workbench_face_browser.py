@@ -195,9 +195,7 @@ def test_an_app_preview_speaks_only_to_the_workbench_origin(
         heard.append(f"{message.type}: {message.text}")
 
     tab.on("console", console)
-    listed = tab.request.get(f"{server.url}/api/mcp/servers").json()
-    session = listed["servers"][0]["launches"][0]["launchId"]
-    tab.goto(f"{server.url}/mcp?session={session}&tool=command_report")
+    tab.goto(f"{server.url}/mcp?session={first_launch(tab, server)}&tool=command_report")
     form = tab.get_by_role("form", name="Call command_report")
     expect(form).to_be_visible(timeout=FIRST)
     form.get_by_label("command", exact=True).fill("ls")
@@ -239,6 +237,48 @@ def test_a_table_whose_read_fails_says_so(
     problems.expected_refusal(500)
 
 
+def test_the_trace_columns_hold_their_values(
+    page: tuple[Page, Problems], server: WorkbenchServer
+) -> None:
+    tab, _ = page
+    # Long kinds (runtime.run.completed) and durations with decimals (an MCP call's).
+    wait_for_the_runtime(tab, server)
+    ran = tab.request.post(
+        f"{server.url}/api/runtime/runs",
+        data={"surfaceId": "stop-review", "target": "host_a", "input": None},
+    )
+    assert ran.ok, ran.text()
+    launch = first_launch(tab, server)
+    pinged = tab.request.post(
+        f"{server.url}/api/mcp/sessions/{launch}/operations", data={"method": "ping"}, timeout=FIRST
+    )
+    assert pinged.ok, pinged.text()
+    tab.goto(f"{server.url}/trace")
+    grid = tab.get_by_role("grid", name="Trace entries")
+    expect(grid).to_contain_text("runtime.run.completed")
+    expect(grid.locator(".vt-row", has_text="mcp.response").last).to_contain_text(".")
+    cut = grid.locator(".vt-body .vt-row").evaluate_all(
+        """rows => rows.flatMap(row => [...row.children]
+            .filter(cell => cell !== row.children[5] && cell.scrollWidth > cell.clientWidth)
+            .map(cell => cell.textContent))"""
+    )
+    assert cut == []
+
+
+def wait_for_the_runtime(tab: Page, server: WorkbenchServer) -> None:
+    deadline = time.monotonic() + 60
+    status = f"{server.url}/api/project/status"
+    while tab.request.get(status).json().get("runtime", {}).get("state") != "ready":
+        assert time.monotonic() < deadline, "the runtime never compiled"
+        time.sleep(0.1)
+
+
+def first_launch(tab: Page, server: WorkbenchServer) -> str:
+    listed = tab.request.get(f"{server.url}/api/mcp/servers").json()
+    launch: str = listed["servers"][0]["launches"][0]["launchId"]
+    return launch
+
+
 def fill_the_views(tab: Page, server: WorkbenchServer) -> dict[str, str]:
     """Something in every view: a hook receipt, a route invocation, a runtime run, an MCP call.
     Returns the values the views' paths name."""
@@ -247,7 +287,6 @@ def fill_the_views(tab: Page, server: WorkbenchServer) -> dict[str, str]:
         f"{server.url}/api/sessions", data={"host": "host_a", "cols": 100, "rows": 20}
     )
     assert started.ok, started.text()
-
     invocation = tab.request.post(
         f"{server.url}/api/routes/invocations",
         data={
@@ -256,21 +295,13 @@ def fill_the_views(tab: Page, server: WorkbenchServer) -> dict[str, str]:
             "eventFixture": {"fixtureId": "turn-ended"},
         },
     ).json()["invocation"]["id"]
-    deadline = time.monotonic() + 60
-    while (
-        tab.request.get(f"{server.url}/api/project/status").json().get("runtime", {}).get("state")
-        != "ready"
-    ):
-        assert time.monotonic() < deadline, "the runtime never compiled"
-        time.sleep(0.1)
+    wait_for_the_runtime(tab, server)
     ran = tab.request.post(
         f"{server.url}/api/runtime/runs",
         data={"surfaceId": "stop-review", "target": "host_a", "input": None},
     )
     assert ran.ok, ran.text()
-    launch = tab.request.get(f"{server.url}/api/mcp/servers").json()["servers"][0]["launches"][0][
-        "launchId"
-    ]
+    launch = first_launch(tab, server)
     called = tab.request.post(
         f"{server.url}/api/mcp/sessions/{launch}/operations",
         data={
