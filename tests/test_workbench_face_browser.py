@@ -1,9 +1,9 @@
 """The Workbench's face in headless Chromium, on the example project: every view passes axe-core
 (no serious or critical violation) in the light and the dark theme and is photographed in
 both; the theme follows the system until the header's toggle overrides it (and remembers);
-the header names the active epoch; a build error names its location once; views say when
-they hold nothing; raw logs count in the singular; an App preview posts only to the
-Workbench's own origin."""
+the header names the active epoch; a build error names its location once; a table says when
+it holds nothing and when its read failed; trace columns hold their values; raw logs count in
+the singular; an App preview posts only to the Workbench's own origin."""
 
 from __future__ import annotations
 
