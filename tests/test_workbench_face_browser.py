@@ -212,7 +212,7 @@ def test_an_app_preview_speaks_only_to_the_workbench_origin(
     assert [m for m in heard if "postMessage" in m or "does not match" in m] == [], heard
 
 
-def test_a_table_whose_read_fails_says_so(
+def test_a_view_whose_read_fails_says_so(
     page: tuple[Page, Problems], server: WorkbenchServer
 ) -> None:
     tab, problems = page
@@ -239,6 +239,14 @@ def test_a_table_whose_read_fails_says_so(
         "Past invocations: BX1000: the test refused this read"
     )
     problems.expected_refusal(500)
+    # The project's status (the header reads it too, as often as the project moves).
+    tab.route("**/api/project/status", refuse(502))
+    tab.goto(f"{server.url}/project")
+    expect(tab.locator(".project-view .error-state")).to_have_text(
+        "Could not read the project status: the test refused this read"
+    )
+    expect(tab.locator(".project-view .loading")).to_have_count(0)
+    problems.messages[:] = [m for m in problems.messages if "status of 502" not in m]
 
 
 def test_the_trace_columns_hold_their_values(

@@ -231,7 +231,11 @@ export function mount(container) {
         view.dataset.epoch = status.artifact.activeEpoch ? status.artifact.activeEpoch.id : "";
         view.dataset.build = status.build.state;
       } catch (caught) {
-        if (!closed) error.textContent = `Could not read the project status: ${caught.message}`;
+        if (closed) return;
+        error.textContent = `Could not read the project status: ${caught.message}`;
+        // Never read yet: the error takes the place of the loading state. (Read before: the
+        // last status stays, under the error.)
+        if (sections.querySelector(".loading")) replace(sections);
       } finally {
         fetching = null;
       }
