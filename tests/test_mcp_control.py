@@ -173,15 +173,18 @@ def test_the_operation_routes_refuse_what_is_not_in_flight(
     session = launch(client, server)
     status, body = operate(client, session, method="ping", operationId="done-already")
     assert status == 200
+    # A read racing the call's end finds it ended; a cancel of it is refused.
+    reply = client.request("GET", f"/api/mcp/sessions/{session}/operations/done-already")
+    assert reply.status == 200 and reply.json()["operation"]["ended"] is True
     for method, path in (
-        ("GET", f"/api/mcp/sessions/{session}/operations/done-already"),
+        ("GET", f"/api/mcp/sessions/{session}/operations/never-started"),
         ("POST", f"/api/mcp/sessions/{session}/operations/done-already/cancel"),
     ):
         reply = client.request(method, path)
         assert reply.status == 404 and reply.json()["error"]["code"] == "BX3204", reply.json()
         reply = client.request(method, path.replace(session, "ml_0000000000000000"))
         assert reply.status == 404 and reply.json()["error"]["code"] == "BX3203"
-        reply = client.request(method, path.replace("done-already", "not%20an%20id"))
+        reply = client.request(method, path.rsplit("/operations/", 1)[0] + "/operations/a%20b")
         assert reply.status == 400 and reply.json()["error"]["code"] == "BX1004"
     # An operationId names one operation at a time.
     call = Background(client, session, slow_call(50, 0.2, operationId="twice"))

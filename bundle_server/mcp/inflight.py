@@ -2,9 +2,10 @@
 
 Theory of operation:
 
-- An operation is registered before it is sent and removed once its operations request has
-  its outcome. It is named on its session by the caller's `operationId` (McpOperation.json),
-  else by its mcpRequestId, so that any request seen in the trace can be cancelled too.
+- An operation is registered before it is sent and moved to the last ended ones once its
+  operations request has its outcome (a read of its progress then says it ended). It is
+  named on its session by the caller's `operationId` (McpOperation.json), else by its
+  mcpRequestId, so that any request seen in the trace can be cancelled too.
 - The record is written from the bridge's loop (the task running the operation, the server's
   progress notifications) and read from request handlers (the progress and cancel routes),
   which may run in another thread: the table has a lock; a record's fields are each replaced
@@ -26,6 +27,8 @@ from typing import Any
 from bundle_contract._generated.errors import McpOperationDuplicate, McpOperationUnknown
 from bundle_server.mcp.wire import Exchange
 
+ENDED_KEPT = 256  # operations kept after their end, for a progress read racing it
+
 
 @dataclass
 class InFlight:
@@ -42,6 +45,7 @@ class InFlight:
     task: asyncio.Task[Any] | None = None
     progress: dict[str, Any] | None = None
     cancel_reason: str | None = None
+    took_ms: float | None = None  # set when its operations request has its outcome
 
     async def progressed(self, progress: float, total: float | None, message: str | None) -> None:
         """The SDK's progress callback for this operation's request."""
@@ -74,7 +78,9 @@ class InFlight:
             "mcpSessionId": self.session_id,
             "method": self.method,
             "mcpRequestId": self.exchange.request_id,
-            "elapsedMs": round((time.monotonic() - self.began) * 1000, 3),
+            "elapsedMs": self.took_ms
+            if self.took_ms is not None
+            else round((time.monotonic() - self.began) * 1000, 3),
             "timeoutMs": round(self.timeout * 1000),
         }
         if self.name is not None:
@@ -83,15 +89,19 @@ class InFlight:
             found["progress"] = dict(self.progress)
         if self.cancel_reason is not None:
             found["cancelled"] = {"reason": self.cancel_reason}
+        if self.took_ms is not None:
+            found["ended"] = True
         return found
 
 
 class Operations:
-    """The operations in flight of every session, by (session, key)."""
+    """The operations in flight of every session, by (session, key), and the last ones that
+    ended: a progress read racing a call's end finds it ended, not unknown."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._found: dict[tuple[str, str], InFlight] = {}
+        self._ended: dict[tuple[str, str], InFlight] = {}  # oldest first
 
     def add(self, operation: InFlight) -> None:
         """Register `operation` (BX3205 if its key is in flight on its session already)."""
@@ -106,15 +116,24 @@ class Operations:
             self._found[where] = operation
 
     def remove(self, operation: InFlight) -> None:
+        """`operation` has its outcome: it is kept a while as ended."""
+        operation.took_ms = round((time.monotonic() - operation.began) * 1000, 3)
         with self._lock:
             where = (operation.session_id, operation.key)
             if self._found.get(where) is operation:
                 del self._found[where]
+            self._ended.pop(where, None)
+            self._ended[where] = operation
+            while len(self._ended) > ENDED_KEPT:
+                del self._ended[next(iter(self._ended))]
 
-    def get(self, session_id: str, key: str) -> InFlight:
-        """The operation `key` in flight on `session_id` (BX3204 if none)."""
+    def get(self, session_id: str, key: str, *, ended: bool = False) -> InFlight:
+        """The operation `key` in flight on `session_id`, or with `ended` one that ended
+        lately (BX3204 if none)."""
         with self._lock:
             found = self._found.get((session_id, key))
+            if found is None and ended:
+                found = self._ended.get((session_id, key))
         if found is None:
             raise McpOperationUnknown(
                 f"no operation {key[:64]!r} in flight on MCP session {session_id[:64]}:"

@@ -673,9 +673,10 @@ class McpService:
     # --- operations in flight ---
 
     def operation(self, session_id: str, key: str) -> dict[str, Any]:
-        """McpOperationInFlight of operation `key` on `session_id` (BX3203, BX3204)."""
+        """McpOperationInFlight of operation `key` on `session_id`, in flight or lately
+        ended (BX3203, BX3204)."""
         self._known(session_id)
-        return self.operations.get(session_id, key).record()
+        return self.operations.get(session_id, key, ended=True).record()
 
     def cancel(self, session_id: str, key: str) -> dict[str, Any]:
         """Cancel operation `key` on `session_id`: it answers cancelled at once, the server
