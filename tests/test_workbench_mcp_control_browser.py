@@ -83,6 +83,7 @@ def test_a_slow_call_shows_progress_and_is_cancelled_with_its_session_kept(
     expect(progress).to_contain_text(re.compile(r"\d+/40 \(\d+%\) checked echo \d+"), timeout=FIRST)
     bar = progress.locator("progress")
     expect(bar).to_have_attribute("max", "40")
+    progress.scroll_into_view_if_needed()
     screenshot(tab, "mcp-progress")
     cancel.click()
     result = outcome(tab)

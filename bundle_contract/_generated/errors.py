@@ -318,7 +318,7 @@ class McpLaunchUnknown(RequestError):
 
 class McpOperationUnknown(RequestError):
     """No operation of that operationId is in flight on the MCP session (it has ended, or never
-    started).
+    started); a read of its progress also finds the last ones that ended.
     """
 
     code: ClassVar[str] = "BX3204"

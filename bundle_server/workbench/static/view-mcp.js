@@ -6,9 +6,17 @@
 // the rest) and checked here before anything is sent; the outcome shows the result content,
 // isError, the JSON-RPC error or the HTTP error. A call that succeeded can be saved (name and
 // arguments, in localStorage under the server's name) and run again with one click.
-// `&tool=<name>` / `&prompt=<name>` open that tool or prompt. A tool with an MCP App
+// `&tool=<name>` / `&prompt=<name>` open that tool or prompt, `&args=<json>` fills the tool's
+// form (kept in the address bar as it is typed). A tool with an MCP App
 // (`_meta.ui.resourceUri`) shows the App during each call (app-preview.js: a frame of the App
 // frame origin, bound to the call), with the binding's state and a Cancel.
+// Each call names itself (`operationId`): while it runs, its progress is read from
+// GET .../operations/<operationId> (the server's notifications/progress) and its Cancel posts
+// .../cancel (the call then answers cancelled, the session kept); a time limit of its own
+// goes as `timeoutMs`. The selected session can be disconnected and restarted. A launch the
+// active epoch does not have (a link of a past epoch, or the one shown when a new epoch
+// comes) is followed to the active epoch's launch of the same server (GET
+// /api/mcp/sessions/<id>), keeping the tool, the prompt and what was typed.
 import { ApiError, follow, getJSON, postJSON } from "/assets/api.js";
 import { mountApp } from "/assets/app-preview.js";
 import { h, replace } from "/assets/dom.js";
