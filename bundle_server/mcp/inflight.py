@@ -22,10 +22,12 @@ import asyncio
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bundle_contract._generated.errors import McpOperationDuplicate, McpOperationUnknown
-from bundle_server.mcp.wire import Exchange
+
+if TYPE_CHECKING:  # the SDK stack loads at the first operation (mcp/service.py)
+    from bundle_server.mcp.wire import Exchange
 
 ENDED_KEPT = 256  # operations kept after their end, for a progress read racing it
 

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import CancelledError as FutureCancelled
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from bundle_contract._build import layout
@@ -47,10 +47,12 @@ from bundle_contract._spec import get_spec
 from bundle_server._budget import RetentionBudget
 from bundle_server.mcp.apps import AppBindings
 from bundle_server.mcp.bridge import AsyncBridge, BridgeClosed
-from bundle_server.mcp.connection import McpConnection, McpDown
 from bundle_server.mcp.inflight import InFlight, Operations
 from bundle_server.mcp.launches import Launch, launch_groups, server_names, servers, successor
-from bundle_server.mcp.wire import Exchange
+
+if TYPE_CHECKING:
+    from bundle_server.mcp.connection import McpConnection
+    from bundle_server.mcp.wire import Exchange
 
 Publish = Callable[..., object]
 CORRELATION_META = "bundle/correlationId"
@@ -512,6 +514,11 @@ class McpService:
 
     def operate(self, session_id: str, operation: Mapping[str, Any]) -> dict[str, Any]:
         """Run one operation on the session of launch `session_id`; its McpOperationOutcome."""
+        # The client side, and with it the SDK stack (pydantic, anyio, httpx), loads at the
+        # first operation: a server that never speaks to an MCP server never imports it.
+        from bundle_server.mcp.connection import McpDown
+        from bundle_server.mcp.wire import Exchange
+
         epoch_id, artifact, launch = self._find(session_id)
         method = str(operation["method"])
         params = dict(operation.get("params") or {})
@@ -647,6 +654,8 @@ class McpService:
         params: dict[str, Any],
         meta: dict[str, Any] | None,
     ) -> Exchange:
+        from bundle_server.mcp.connection import McpDown  # as in `operate`
+
         flight.started()
         exchange = flight.exchange
         if flight.cancel_reason is not None:  # cancelled before it started: nothing is sent
@@ -692,6 +701,8 @@ class McpService:
             self._find(session_id)
 
     async def _connection(self, launch: Launch, artifact: Path, epoch_id: str) -> McpConnection:
+        from bundle_server.mcp.connection import McpConnection  # as in `operate`
+
         lock = self._opening.setdefault(launch.launch_id, asyncio.Lock())
         async with lock:
             found = self._connections.get(launch.launch_id)
@@ -719,6 +730,8 @@ class McpService:
             return connection
 
     async def _list_names(self, connection: McpConnection) -> None:
+        from bundle_server.mcp.wire import Exchange  # as in `operate`
+
         """List the tools and prompts once, so a call's trace links to its page."""
         capabilities = (connection.initialized or {}).get("capabilities", {})
         for method, capability in (("tools/list", "tools"), ("prompts/list", "prompts")):
@@ -778,6 +791,8 @@ class McpService:
     def restart(self, session_id: str) -> dict[str, Any]:
         """End the session of `session_id` as `disconnect` does, and open it again (BX3201
         when its server does not start)."""
+        from bundle_server.mcp.connection import McpDown  # as in `operate`
+
         epoch_id, artifact, launch = self._find(session_id)
         self._end_session(launch, "the session was restarted")
         try:
