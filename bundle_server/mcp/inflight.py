@@ -40,7 +40,7 @@ class InFlight:
     session_id: str
     method: str
     name: str | None
-    exchange: Exchange
+    exchange: Exchange | None  # while in flight: it comes to hold the server's whole answer
     timeout: float  # seconds
     began: float = field(default_factory=time.monotonic)
     loop: asyncio.AbstractEventLoop | None = None
@@ -48,6 +48,10 @@ class InFlight:
     progress: dict[str, Any] | None = None
     cancel_reason: str | None = None
     took_ms: float | None = None  # set when its operations request has its outcome
+    request_id: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.request_id = self.exchange.request_id if self.exchange is not None else ""
 
     async def progressed(self, progress: float, total: float | None, message: str | None) -> None:
         """The SDK's progress callback for this operation's request."""
@@ -79,7 +83,7 @@ class InFlight:
             "operationId": self.key,
             "mcpSessionId": self.session_id,
             "method": self.method,
-            "mcpRequestId": self.exchange.request_id,
+            "mcpRequestId": self.request_id,
             "elapsedMs": self.took_ms
             if self.took_ms is not None
             else round((time.monotonic() - self.began) * 1000, 3),
@@ -118,8 +122,10 @@ class Operations:
             self._found[where] = operation
 
     def remove(self, operation: InFlight) -> None:
-        """`operation` has its outcome: it is kept a while as ended."""
+        """`operation` has its outcome: it is kept a while as ended, without what it held of
+        the answer (a result can be megabytes; the last ended ones are kept for a read)."""
         operation.took_ms = round((time.monotonic() - operation.began) * 1000, 3)
+        operation.exchange = operation.task = operation.loop = None
         with self._lock:
             where = (operation.session_id, operation.key)
             if self._found.get(where) is operation:

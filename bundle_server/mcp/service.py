@@ -547,7 +547,7 @@ class McpService:
         began = flight.began
         try:
             self.bridge.call(
-                self._operate(launch, artifact, epoch_id, flight, params, meta), budget
+                self._operate(launch, artifact, epoch_id, flight, exchange, params, meta), budget
             )
         except (McpDown, TimeoutError, BridgeClosed, FutureCancelled) as failure:
             timed_out = isinstance(failure, TimeoutError)
@@ -651,13 +651,13 @@ class McpService:
         artifact: Path,
         epoch_id: str,
         flight: InFlight,
+        exchange: Exchange,
         params: dict[str, Any],
         meta: dict[str, Any] | None,
     ) -> Exchange:
         from bundle_server.mcp.connection import McpDown  # as in `operate`
 
         flight.started()
-        exchange = flight.exchange
         if flight.cancel_reason is not None:  # cancelled before it started: nothing is sent
             return exchange
         connection: McpConnection | None = None
