@@ -98,33 +98,3 @@ def _walk(
                 yield from _walk(before[index], after[index], inner, patterns)
     elif before != after:
         yield {"op": "changed", "path": pointer, "before": before, "after": after}
-
-
-def patch(before: Any, changes: Sequence[Change]) -> Any:
-    """`before` with `changes` applied (what `diff` says, read back): for tests and readers
-    that want the other side of a diff whose ignored paths are left out."""
-    import copy
-
-    value = copy.deepcopy(before)
-    for change in changes:
-        segments = split(change["path"])
-        if not segments:
-            value = copy.deepcopy(change.get("after"))
-            continue
-        parent = value
-        for segment in segments[:-1]:
-            parent = parent[int(segment)] if isinstance(parent, list) else parent[segment]
-        last = segments[-1]
-        if isinstance(parent, list):
-            index = int(last)
-            if change["op"] == "removed":
-                del parent[index:]  # removals of an array's tail come in order
-            elif change["op"] == "added":
-                parent.append(copy.deepcopy(change["after"]))
-            else:
-                parent[index] = copy.deepcopy(change["after"])
-        elif change["op"] == "removed":
-            del parent[last]
-        else:
-            parent[last] = copy.deepcopy(change["after"])
-    return value
