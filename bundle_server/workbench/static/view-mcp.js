@@ -12,6 +12,7 @@
 import { ApiError, follow, getJSON, postJSON } from "/assets/api.js";
 import { mountApp } from "/assets/app-preview.js";
 import { h, replace } from "/assets/dom.js";
+import { mountCollections } from "/assets/view-collections.js";
 
 export const title = "MCP";
 
@@ -1196,6 +1197,7 @@ export function mount(container, params) {
 
   // --- Start ---
 
+  mountCollections(container.firstChild, { lastCall: () => toolForm?.last && { server: serverName(), ...toolForm.last } });
   async function start() {
     await loadServers();
     if (unmounted) return;
