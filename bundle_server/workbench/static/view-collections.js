@@ -11,9 +11,11 @@
 // in localStorage (`bundle-devkit.mcp.saved.<server>`) moves there once, then leaves
 // localStorage.
 //
-// Mounted by view-mcp.js with `mountCollections(viewElement, { lastCall })`, where `lastCall()`
-// answers the tool form's last successful call ({server, tool, arguments}) or null. The panel
-// ends itself when the view's element leaves the page.
+// Mounted by view-mcp.js with `mountCollections(viewElement, { lastCall, selectedServer,
+// callInForm })`: `lastCall()` answers the tool form's last successful call ({server, tool,
+// arguments}) or null, `selectedServer()` the server of the selected launch, and
+// `callInForm({tool, arguments})` opens that tool's form with those arguments and calls it.
+// The panel ends itself when the view's element leaves the page.
 import { ApiError, follow, getJSON, send } from "/assets/api.js";
 import { h, replace } from "/assets/dom.js";
 
@@ -46,7 +48,7 @@ function subject(call) {
   return `${params.name || ""}${args}`;
 }
 
-export function mountCollections(view, { lastCall } = {}) {
+export function mountCollections(view, { lastCall, selectedServer, callInForm } = {}) {
   let ended = false;
   let listed = [];
   const details = new Map(); // name -> {collection, run} last read
@@ -219,6 +221,7 @@ export function mountCollections(view, { lastCall } = {}) {
             "aria-expanded": String(shown),
             onclick: () => toggle(row.name),
           },
+          h("span", { "aria-hidden": "true" }, shown ? "▾ " : "▸ "),
           row.name,
         ),
         h("span", { className: "muted" }, `${row.calls} call${row.calls === 1 ? "" : "s"}`),
@@ -262,6 +265,22 @@ export function mountCollections(view, { lastCall } = {}) {
             result ? h("span", { className: `badge ${STATUS_BADGE[result.status] || ""}` }, result.status) : "—",
           ),
           h("td", { className: "num" }, result && result.durationMs !== undefined ? `${result.durationMs} ms` : ""),
+          h(
+            "td",
+            { className: "actions" },
+            call.method === "tools/call" && callInForm
+              ? h(
+                  "button",
+                  { type: "button", className: "btn", "aria-label": `Call ${call.name} in the form`, onclick: () => inForm(call) },
+                  "Call",
+                )
+              : null,
+            h(
+              "button",
+              { type: "button", className: "btn", "aria-label": `Remove ${call.name} from ${name}`, onclick: () => removeCall(name, call.name) },
+              "Remove",
+            ),
+          ),
         ),
       );
       if (result && result.status === "changed") rows.push(detailRow(call.name, diffList(result)));
@@ -272,13 +291,13 @@ export function mountCollections(view, { lastCall } = {}) {
     return h(
       "table",
       { className: "collection-calls", "aria-label": `Calls of ${name}` },
-      h("thead", {}, h("tr", {}, ["Call", "Server", "Request", "Last run", "Time"].map((title) => h("th", {}, title)))),
+      h("thead", {}, h("tr", {}, ["Call", "Server", "Request", "Last run", "Time", ""].map((title) => h("th", {}, title)))),
       h("tbody", {}, rows),
     );
   }
 
   function detailRow(name, content) {
-    return h("tr", { className: "collection-detail", "data-call": name }, h("td", { colSpan: 5 }, content));
+    return h("tr", { className: "collection-detail", "data-call": name }, h("td", { colSpan: 6 }, content));
   }
 
   function diffList(result) {
@@ -299,6 +318,26 @@ export function mountCollections(view, { lastCall } = {}) {
       ),
       result.diffMore ? h("li", { className: "muted" }, `… and ${result.diffMore} more`) : null,
     );
+  }
+
+  function inForm(call) {
+    const server = selectedServer ? selectedServer() : "";
+    if (server !== call.server) {
+      status.textContent = `Select a launch of ${call.server} above to call ${call.name} in its form.`;
+      return;
+    }
+    status.textContent = "";
+    callInForm({ tool: call.params.name, arguments: call.params.arguments || {} });
+  }
+
+  async function removeCall(name, callName) {
+    try {
+      const current = await getJSON(collectionPath(name));
+      await send("PUT", collectionPath(name), { ...current, calls: current.calls.filter((c) => c.name !== callName) });
+    } catch (caught) {
+      error.textContent = `Remove ${callName}: ${message(caught)}`;
+    }
+    await refresh();
   }
 
   async function toggle(name) {

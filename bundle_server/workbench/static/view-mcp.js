@@ -1197,7 +1197,11 @@ export function mount(container, params) {
 
   // --- Start ---
 
-  mountCollections(container.firstChild, { lastCall: () => toolForm?.last && { server: serverName(), ...toolForm.last } });
+  mountCollections(container.firstChild, {
+    lastCall: () => toolForm?.last && { server: serverName(), ...toolForm.last },
+    selectedServer: serverName,
+    callInForm: runSaved,
+  });
   async function start() {
     await loadServers();
     if (unmounted) return;
