@@ -3,9 +3,10 @@
 Theory of operation:
 
 - A collection is a file of the project (`files.py`). When the project adopts an epoch, every
-  collection whose file is usable is run against that epoch's MCP servers, in a thread of its
-  own (the adoption listener must not wait for MCP servers to start). A run can also be asked
-  for (POST .../runs, the CLI): it runs against the active epoch.
+  collection whose file is usable is run against that epoch's MCP servers, as a greenlet of
+  the server's own thread once it serves (the adoption listener must not wait for MCP servers
+  to start; that thread hosts the MCP loop, so the calls cross no thread). A run can also be
+  asked for (POST .../runs, the CLI): it runs against the active epoch.
 - Each call goes through the MCP service's public operations API (`McpService.operate`), as a
   request of the Workbench does: the MCP servers are child processes, and every message of a
   call is in the trace like any other (a tools/call carries the run's id as its correlation id,
@@ -39,6 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import gevent
+
+from bundle_contract._build import layout
 from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import (
     McpLaunchUnknown,
@@ -96,7 +100,9 @@ class CollectionService:
         self._publish = publish
         self._lock = threading.Lock()  # held briefly: never while a call is made
         self._running: dict[str, Running] = {}
+        self._cache: dict[str, tuple[int, list[dict[str, Any]]]] = {}  # name -> (mtime, runs)
         self._closed = False
+        self._hub_loop: Any = None
 
     # --- the files ---
 
@@ -147,8 +153,19 @@ class CollectionService:
     # --- runs ---
 
     def follow_epochs(self) -> None:
-        """After an adoption: run every usable collection against the new epoch."""
-        threading.Thread(target=self.run_all, name="mcp-collections", daemon=True).start()
+        """After an adoption: run every usable collection against the new epoch (in the
+        server's thread once it serves, else a thread of its own)."""
+        if self._hub_loop is not None:
+            loop = self._hub_loop
+            loop.run_callback_threadsafe(lambda: gevent.spawn(self.run_all))
+        else:
+            threading.Thread(target=self.run_all, name="mcp-collections", daemon=True).start()
+
+    def serve_in(self, hub_loop: Any) -> None:
+        """Run the re-runs as greenlets of the server's own thread (`hub_loop` is its gevent
+        loop): that thread hosts the MCP loop, so a call then crosses no thread, as a request
+        of the Workbench does not (see mcp/bridge.py for what crossing costs)."""
+        self._hub_loop = hub_loop
 
     def run_all(self, trigger: str = "epoch") -> list[dict[str, Any]]:
         """Run each usable collection against the active epoch, in name order."""
@@ -191,7 +208,7 @@ class CollectionService:
 
     def runs(self, name: str, epoch_id: str | None = None) -> list[dict[str, Any]]:
         """The kept runs of `name`, newest first, the one under way included."""
-        kept = self._kept(name)
+        kept = self._kept(name) if epoch_id is None else self._kept_of(name, epoch_id)
         with self._lock:
             found = self._running.get(name)
             if found is not None:
@@ -324,15 +341,32 @@ class CollectionService:
     def _dir(self, name: str) -> Path | None:
         return None if self._runs_dir is None else self._runs_dir / name
 
+    def _kept_of(self, name: str, epoch_id: str) -> list[dict[str, Any]]:
+        """The kept run of one epoch (a client waiting for it asks often: one file read)."""
+        directory = self._dir(name)
+        if directory is None or not layout().epoch_name(epoch_id):
+            return []
+        try:
+            record = json.loads((directory / f"{epoch_id}.json").read_bytes())
+        except (OSError, ValueError):
+            return []
+        return [record] if isinstance(record, dict) else []
+
     def _kept(self, name: str) -> list[dict[str, Any]]:
         directory = self._dir(name)
         if directory is None:
             return []
-        found = []
         try:
+            # Runs are replaced whole (os.replace), which moves the directory's mtime: the
+            # files are read again only then, not on every listing a page polls.
+            changed = directory.stat().st_mtime_ns
+            cached = self._cache.get(name)
+            if cached is not None and cached[0] == changed:
+                return list(cached[1])
             entries = list(os.scandir(directory))
         except OSError:
             return []
+        found = []
         for entry in entries:
             if not entry.name.endswith(".json") or entry.name.startswith("."):
                 continue
@@ -342,7 +376,9 @@ class CollectionService:
                 continue  # a torn or foreign file is no run
             if isinstance(record, dict) and isinstance(record.get("startedAt"), str):
                 found.append(record)
-        return sorted(found, key=lambda r: (r["startedAt"], r.get("runId", "")), reverse=True)
+        found.sort(key=lambda r: (r["startedAt"], r.get("runId", "")), reverse=True)
+        self._cache[name] = (changed, found)
+        return list(found)
 
     def _store(self, name: str, record: dict[str, Any]) -> None:
         directory = self._dir(name)
@@ -426,3 +462,9 @@ def start_collections(server: DevServer) -> CollectionService:
     )
     project.on_adopted(service.follow_epochs)
     return service
+
+
+def serve_collections(service: CollectionService, server: DevServer) -> None:
+    """Once the server's shell serves: the re-runs go to its thread (`serve_in`)."""
+    assert server.shell is not None
+    service.serve_in(server.shell.loop)
