@@ -214,3 +214,9 @@ def test_unknown_and_unlisted_names(files: CollectionFiles) -> None:
     (files.directory / "notes.txt").write_text("x")
     (files.directory / "dir.json").mkdir()
     assert files.names() == ["ok"]
+
+
+def test_a_save_that_cannot_be_written_says_so(files: CollectionFiles) -> None:
+    files.directory.write_text("a file where the directory should be")
+    with pytest.raises(McpCollectionInvalid, match="mcp-collections/smoke.json: cannot be written"):
+        files.save("smoke", {"calls": [CALL]})

@@ -756,9 +756,9 @@ class HostCliUntested(RequestError):
 
 
 class McpCollectionInvalid(RequestError):
-    """A collection file of the project that cannot be read, is larger than mcp-collection-
-    file-bytes, is not JSON, does not conform to McpCollection.json or names a call twice;
-    the message names the file and the key at fault.
+    """A collection file of the project that cannot be read (or written, or removed), is larger
+    than mcp-collection-file-bytes, is not JSON, does not conform to McpCollection.json or
+    names a call twice; the message names the file and the key at fault.
     """
 
     code: ClassVar[str] = "BX5301"

@@ -117,12 +117,25 @@ class CollectionFiles:
         path = self.path(name)
         checked = check(data, self.relative(path))
         text = json.dumps(checked, indent=2, ensure_ascii=False) + "\n"
-        self.directory.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
+        where = self.relative(path)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(
+                prefix=f".{name}.", suffix=".tmp", dir=self.directory
+            )
+        except OSError as error:
+            raise McpCollectionInvalid(
+                f"{where}: cannot be written: {reason(error)}", {"file": where}
+            ) from None
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as out:
                 out.write(text)
             os.replace(temporary, path)
+        except OSError as error:
+            Path(temporary).unlink(missing_ok=True)
+            raise McpCollectionInvalid(
+                f"{where}: cannot be written: {reason(error)}", {"file": where}
+            ) from None
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
@@ -136,6 +149,11 @@ class CollectionFiles:
             raise McpCollectionNotFound(
                 f"no collection {name!r}: {self.relative(path)} does not exist",
                 {"collection": name},
+            ) from None
+        except OSError as error:
+            where = self.relative(path)
+            raise McpCollectionInvalid(
+                f"{where}: cannot be removed: {reason(error)}", {"file": where}
             ) from None
 
 
