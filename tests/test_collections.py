@@ -218,5 +218,15 @@ def test_unknown_and_unlisted_names(files: CollectionFiles) -> None:
 
 def test_a_save_that_cannot_be_written_says_so(files: CollectionFiles) -> None:
     files.directory.write_text("a file where the directory should be")
-    with pytest.raises(McpCollectionInvalid, match="mcp-collections/smoke.json: cannot be written"):
+    with pytest.raises(
+        McpCollectionInvalid, match=r"mcp-collections/smoke\.json: cannot be written"
+    ):
         files.save("smoke", {"calls": [CALL]})
+
+
+def test_the_directory_is_no_bundle_source() -> None:
+    # Saving a call must not make a new epoch (runtime.toml [project] ignored_directories).
+    from bundle_contract._build import layout
+    from bundle_server.collections.files import DIRECTORY
+
+    assert layout().ignored(f"{DIRECTORY}/smoke.json")

@@ -56,9 +56,9 @@ def test_a_rerun_after_an_edit_shows_the_diff(
 ) -> None:
     tab, _ = page
     # What an earlier version of the page kept in this browser.
+    earlier = [{"name": "pwd", "tool": "check_command", "arguments": {"command": "pwd"}}]
     tab.evaluate(
-        "([key, value]) => localStorage.setItem(key, value)",
-        [LEGACY, json.dumps([{"name": "pwd", "tool": "check_command", "arguments": {"command": "pwd"}}])],
+        "([key, value]) => localStorage.setItem(key, value)", [LEGACY, json.dumps(earlier)]
     )
     tab.goto(f"{server.url}/mcp?collection=smoke")
     panel = tab.get_by_role("region", name="Collections")

@@ -2,9 +2,10 @@
 project with real MCP servers (tests/_mcp.py): servers and launches with their session state,
 Connect opens a session and shows what the server said; a tool's form is made from its input
 schema and checked before anything is sent; a call shows its result, a failing tool isError, a
-server that never answers the HTTP error; a saved call (kept in the project) runs again; resources and prompts are
-listed and read; `?session=&tool=` opens a tool; the protocol view shows the session's
-messages (a correlation id included), filters them and opens each one's details."""
+server that never answers the HTTP error; a saved call (kept in the project) runs again;
+resources and prompts are listed and read; `?session=&tool=` opens a tool; the protocol view
+shows the session's messages (a correlation id included), filters them and opens each one's
+details."""
 
 from __future__ import annotations
 
