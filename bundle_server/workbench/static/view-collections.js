@@ -291,7 +291,16 @@ export function mountCollections(view, { lastCall, selectedServer, callInForm } 
     return h(
       "table",
       { className: "collection-calls", "aria-label": `Calls of ${name}` },
-      h("thead", {}, h("tr", {}, ["Call", "Server", "Request", "Last run", "Time", ""].map((title) => h("th", {}, title)))),
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          ["Call", "Server", "Request", "Last run", "Time"].map((title) => h("th", {}, title)),
+          h("th", {}, h("span", { className: "visually-hidden" }, "Actions")),
+        ),
+      ),
       h("tbody", {}, rows),
     );
   }
