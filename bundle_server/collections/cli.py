@@ -162,11 +162,11 @@ class Client:
 
 
 def run_over_http(client: Client, names: list[str] | None) -> list[dict[str, Any]]:
-    listed = client.request("GET", "/api/mcp/collections")["collections"]
+    answer = client.request("GET", "/api/mcp/collections")
     if names is None:
-        names = [row["name"] for row in listed]
+        names = [row["name"] for row in answer["collections"]]
         if not names:
-            raise Unusable(f"the project has no collections ({listed and listed[0]['path']})")
+            raise Unusable(f"the project has no collection files in {answer['directory']}/")
     return [client.request("POST", f"/api/mcp/collections/{name}/runs")["run"] for name in names]
 
 
