@@ -6,10 +6,12 @@ against the same server."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -258,3 +260,20 @@ def test_the_command_line_exit_codes(client: Client, server: DevServer) -> None:
     assert unknown.returncode == 2 and "BX5302" in unknown.stderr
     wrong = cli("run", "--url", server.url, "--session", "x" * 43, "--collection", "stable")
     assert wrong.returncode == 2 and "BX2001" in wrong.stderr
+
+
+def test_the_command_line_starts_its_own_server_on_a_project(tmp_path: Path) -> None:
+    project = copy_example(tmp_path / "project")
+    (project / "mcp-collections").mkdir()
+    (project / "mcp-collections" / "stable.json").write_text(json.dumps(STABLE))
+    env = {**os.environ, "BUNDLE_STATE_ROOT": str(tmp_path / "state")}
+    done = subprocess.run(
+        [sys.executable, "-m", "bundle_server.collections", "run", str(project)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "stable on ep_" in done.stdout and "(against no previous epoch)" in done.stdout
+    assert "1 new" in done.stdout
