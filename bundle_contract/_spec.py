@@ -193,12 +193,18 @@ def _meta_problems(tables: Mapping[str, Any], meta: Mapping[str, dict[str, Any]]
 
 
 def checked_digest() -> str | None:
-    """The digest of the spec files `bundle-contract generate` last checked, if recorded."""
+    """The digest of the spec files `bundle-contract generate` last checked, if recorded. Read
+    as text, not imported: a record a merge left in conflict is no record (the spec is then
+    checked, and `generate` can write it again)."""
     try:
-        from bundle_contract._generated.spec_digest import CHECKED
-    except ImportError:
+        text = Path(__file__).with_name("_generated").joinpath("spec_digest.py").read_text()
+    except OSError:
         return None
-    return CHECKED
+    for line in text.splitlines():
+        value = line.removeprefix('CHECKED = "').removesuffix('"')
+        if len(value) == 64 and line == f'CHECKED = "{value}"':
+            return value
+    return None
 
 
 def load_spec(root: Path | None = None, *, check: bool | None = None) -> Spec:

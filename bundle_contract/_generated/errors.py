@@ -771,6 +771,25 @@ class HostCliUntested(RequestError):
     http_status: ClassVar[int] = 422
 
 
+class McpCollectionInvalid(RequestError):
+    """A collection file of the project that cannot be read (or written, or removed), is larger
+    than mcp-collection-file-bytes, is not JSON, does not conform to McpCollection.json or
+    names a call twice; the message names the file and the key at fault.
+    """
+
+    code: ClassVar[str] = "BX5301"
+    http_status: ClassVar[int] = 422
+
+
+class McpCollectionNotFound(RequestError):
+    """A collection name (well formed) that the project's mcp-collections/ directory holds no
+    file for.
+    """
+
+    code: ClassVar[str] = "BX5302"
+    http_status: ClassVar[int] = 404
+
+
 ERRORS: dict[str, type[ContractError]] = {
     "AB8256": InvocationAlreadyFinal,
     "AB8022": BindingClosed,
@@ -865,6 +884,8 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX5105": InstallBuildFailed,
     "BX5106": NotInstalled,
     "BX5107": HostCliUntested,
+    "BX5301": McpCollectionInvalid,
+    "BX5302": McpCollectionNotFound,
 }
 
 __all__ = [
@@ -912,6 +933,8 @@ __all__ = [
     "ManifestReferenceBroken",
     "ManifestRuntimeFloorInvalid",
     "ManifestVersionUnsupported",
+    "McpCollectionInvalid",
+    "McpCollectionNotFound",
     "McpLaunchUnknown",
     "McpOperationDuplicate",
     "McpOperationUnknown",

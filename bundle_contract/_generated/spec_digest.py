@@ -1,3 +1,3 @@
 """The digest of the spec files `bundle-contract generate` checked (see _spec.py)."""
 
-CHECKED = "496c7d2e2311c411c4af51123e9cbb1870883c2d6f0831fdfc5eeca464c4c621"
+CHECKED = "9b304cad693b8b570d22ab918db34467d2630aeefa61ba232ac131188d7c3bc1"

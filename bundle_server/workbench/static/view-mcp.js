@@ -20,6 +20,7 @@
 import { ApiError, follow, getJSON, postJSON } from "/assets/api.js";
 import { mountApp } from "/assets/app-preview.js";
 import { h, replace } from "/assets/dom.js";
+import { mountCollections } from "/assets/view-collections.js";
 
 export const title = "MCP";
 
@@ -1516,6 +1517,11 @@ export function mount(container, params) {
 
   // --- Start ---
 
+  mountCollections(container.firstChild, {
+    lastCall: () => toolForm?.last && { server: serverName(), ...toolForm.last },
+    selectedServer: serverName,
+    callInForm: runSaved,
+  });
   async function start() {
     await loadServers();
     if (unmounted) return;
