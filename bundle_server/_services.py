@@ -41,7 +41,11 @@ from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import ServiceUnavailable, SessionServiceUnavailable
 from bundle_contract._spec import get_spec
 from bundle_server.agent.endpoint import AgentEndpoint
-from bundle_server.agent.tools import agent_server
+from bundle_server.collections.service import (
+    CollectionService,
+    serve_collections,
+    start_collections,
+)
 from bundle_server.invocations.service import InvocationService
 from bundle_server.logs.hub import LogHub
 from bundle_server.mcp.bridge import AsyncBridge
@@ -271,6 +275,10 @@ def _agent(server: DevServer) -> AgentEndpoint | None:
     once the MCP loop runs."""
     if not server.agent_api:
         return None
+    # The agent server's tools import the MCP SDK's server side: only a server asked for an
+    # agent endpoint pays for it.
+    from bundle_server.agent.tools import agent_server
+
     project = server.services.get(ProjectLoop)
     tools = agent_server(
         hub=server.hub,
@@ -402,6 +410,9 @@ SERVICES: tuple[Service[Any], ...] = (
             absent="this server has no development runtime"),
     Service("mcp", McpService, "mcp.handlers", start=_mcp, serve=_serve_mcp,
             close=McpService.close, closes=4, absent="this server speaks to no MCP servers"),
+    Service("collections", CollectionService, "collections.handlers", start=start_collections,
+            serve=serve_collections, close=CollectionService.close, closes=3,
+            absent="this server keeps no MCP collections"),
     Service("agent", AgentEndpoint, start=_agent, serve=_serve_agent,
             close=AgentEndpoint.close, closes=0),
     Service("model", ScriptedModels, start=_model, close=ScriptedModels.close, closes=3),

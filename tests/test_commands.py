@@ -96,6 +96,13 @@ CASES: dict[str, list[Case]] = {
             "{missing}: No such file",
         ),
     ],
+    "bundle-collections": [
+        help_case(),
+        Case("bad option", ("run", "{dir}", "--bogus"), "usage", "--bogus"),
+        Case("no command", (), "usage", "name a command"),
+        Case("missing PROJECT", ("run", "{missing}"), "usage", "PROJECT {missing}"),
+        Case("no collection files", ("check", "{dir}"), "usage", "no collection files"),
+    ],
     "bundle-evals": [
         help_case(),
         Case("bad option", ("compare", "{dir}", "{dir}", "--bogus"), "usage", "--bogus"),

@@ -2,9 +2,10 @@
 project with real MCP servers (tests/_mcp.py): servers and launches with their session state,
 Connect opens a session and shows what the server said; a tool's form is made from its input
 schema and checked before anything is sent; a call shows its result, a failing tool isError, a
-server that never answers the HTTP error; a saved call runs again; resources and prompts are
-listed and read; `?session=&tool=` opens a tool; the protocol view shows the session's
-messages (a correlation id included), filters them and opens each one's details."""
+server that never answers the HTTP error; a saved call (kept in the project) runs again;
+resources and prompts are listed and read; `?session=&tool=` opens a tool; the protocol view
+shows the session's messages (a correlation id included), filters them and opens each one's
+details."""
 
 from __future__ import annotations
 
@@ -66,13 +67,15 @@ def open_session(page: Page, server: WorkbenchServer, name: str, query: str = ""
 
 
 def tool_calls(page: Page) -> list[dict[str, Any]]:
-    """The tools/call bodies the page posts from now on."""
+    """The tools/call bodies the page posts from now on, without their operationId."""
     sent: list[dict[str, Any]] = []
 
     def seen(request: Request) -> None:
         if request.method == "POST" and "/api/mcp/sessions/" in request.url:
             body = json.loads(request.post_data or "{}")
             if body.get("method") == "tools/call":
+                # Every call names itself (its progress and cancel); the rest is what was typed.
+                assert isinstance(body.pop("operationId"), str)
                 sent.append(body)
 
     page.on("request", seen)
@@ -226,18 +229,22 @@ def test_a_saved_call_runs_again_with_one_click(
     expect(outcome(tab)).to_have_attribute("data-status", "ok", timeout=FIRST)
     tab.get_by_label("Saved call name").fill("again")
     tab.get_by_role("button", name="Save call").click()
-    saved = tab.get_by_role("list", name="Saved calls").locator('li[data-name="again"]')
-    expect(saved).to_contain_text('echo {"text":"said again"}')
-    # Kept in the browser under the server's name: a fresh load of the view lists it.
+    # Kept in the project (mcp-collections/saved.json), shown by the collections panel.
+    saved = tab.get_by_role("table", name="Calls of saved").locator('tr[data-call="again"]')
+    expect(saved).to_contain_text('tools/call echo {"text":"said again"}')
+    kept = json.loads((server.project / "mcp-collections" / "saved.json").read_text())
+    assert kept["calls"][0]["params"] == {"name": "echo", "arguments": {"text": "said again"}}
+    # A fresh load of the view lists it.
     open_session(tab, server, "tools")
+    tab.get_by_role("button", name="saved", exact=True).click()
     sent = tool_calls(tab)
-    tab.get_by_role("button", name="Run saved call again").click()
+    tab.get_by_role("button", name="Call again in the form").click()
     expect(outcome(tab).get_by_label("Result content")).to_have_text("said again", timeout=FIRST)
     expect(tab.get_by_label("text", exact=True)).to_have_value("said again")
     assert sent == [
         {"method": "tools/call", "params": {"name": "echo", "arguments": {"text": "said again"}}}
     ]
-    tab.get_by_role("button", name="Delete saved call again").click()
+    tab.get_by_role("button", name="Remove again from saved").click()
     expect(saved).to_have_count(0)
 
 
@@ -271,7 +278,7 @@ def test_resources_and_prompts_are_listed_and_read(
 def test_the_url_opens_a_session_on_a_tool_or_a_prompt(
     page: tuple[Page, Problems], server: WorkbenchServer
 ) -> None:
-    tab, _ = page
+    tab, problems = page
     session = open_session(tab, server, "tools", "&tool=echo")
     expect(tab.get_by_role("form", name="Call echo")).to_be_visible()
     expect(
@@ -282,11 +289,13 @@ def test_the_url_opens_a_session_on_a_tool_or_a_prompt(
     )
     open_session(tab, server, "tools", "&prompt=greet")
     expect(tab.get_by_role("form", name="Get prompt greet")).to_be_visible()
-    # A launch the active epoch does not have is said so, and nothing is sent for it.
+    # A launch no epoch has is said so (the server found no launch to follow it to), and no
+    # operation is sent for it.
     tab.goto(f"{server.url}/mcp?session=ml_0000000000000000")
     expect(tab.locator("section.mcp-session")).to_contain_text(
         "ml_0000000000000000 is not a launch of the active epoch"
     )
+    problems.expected_refusal(404)
 
 
 def test_the_protocol_view_shows_the_sessions_messages_with_the_correlation_id(

@@ -343,6 +343,22 @@ class McpLaunchUnknown(RequestError):
     http_status: ClassVar[int] = 404
 
 
+class McpOperationUnknown(RequestError):
+    """No operation of that operationId is in flight on the MCP session (it has ended, or never
+    started); a read of its progress also finds the last ones that ended.
+    """
+
+    code: ClassVar[str] = "BX3204"
+    http_status: ClassVar[int] = 404
+
+
+class McpOperationDuplicate(RequestError):
+    """An operation names an operationId already in flight on the same MCP session."""
+
+    code: ClassVar[str] = "BX3205"
+    http_status: ClassVar[int] = 409
+
+
 class ServiceUnavailable(RequestError):
     """A service the request needs is absent from this server or closed: the trace or log hub,
     the project loop, route invocations, the development runtime, the MCP sessions.
@@ -782,6 +798,25 @@ class HostCliUntested(RequestError):
     http_status: ClassVar[int] = 422
 
 
+class McpCollectionInvalid(RequestError):
+    """A collection file of the project that cannot be read (or written, or removed), is larger
+    than mcp-collection-file-bytes, is not JSON, does not conform to McpCollection.json or
+    names a call twice; the message names the file and the key at fault.
+    """
+
+    code: ClassVar[str] = "BX5301"
+    http_status: ClassVar[int] = 422
+
+
+class McpCollectionNotFound(RequestError):
+    """A collection name (well formed) that the project's mcp-collections/ directory holds no
+    file for.
+    """
+
+    code: ClassVar[str] = "BX5302"
+    http_status: ClassVar[int] = 404
+
+
 ERRORS: dict[str, type[ContractError]] = {
     "AB8256": InvocationAlreadyFinal,
     "AB8022": BindingClosed,
@@ -825,6 +860,8 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX3201": McpServerFailed,
     "BX3202": McpRequestTimedOut,
     "BX3203": McpLaunchUnknown,
+    "BX3204": McpOperationUnknown,
+    "BX3205": McpOperationDuplicate,
     "BX3003": ServiceUnavailable,
     "BX4101": HookResultNotObject,
     "BX4102": ReasonWhileContinuing,
@@ -877,6 +914,8 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX5105": InstallBuildFailed,
     "BX5106": NotInstalled,
     "BX5107": HostCliUntested,
+    "BX5301": McpCollectionInvalid,
+    "BX5302": McpCollectionNotFound,
 }
 
 __all__ = [
@@ -924,7 +963,11 @@ __all__ = [
     "ManifestReferenceBroken",
     "ManifestRuntimeFloorInvalid",
     "ManifestVersionUnsupported",
+    "McpCollectionInvalid",
+    "McpCollectionNotFound",
     "McpLaunchUnknown",
+    "McpOperationDuplicate",
+    "McpOperationUnknown",
     "McpRequestTimedOut",
     "McpServerFailed",
     "MethodNotAllowed",
