@@ -28,6 +28,7 @@ Rich's formats put it): ERROR, CRITICAL or FATAL read as `error`, WARNING or WAR
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +115,11 @@ class Grouper:
     def pending(self) -> bool:
         """Whether any text waits in a record not emitted yet."""
         return bool(self._line or self._pending)
+
+    @property
+    def held(self) -> int:
+        """How many characters wait here: never more than `limit` + CLASSIFY_CHARS."""
+        return len(self._line) + self._size
 
     def feed(self, text: str, tag: Any = None) -> list[Grouped]:
         """Take more output; the records it completed."""
@@ -250,9 +256,10 @@ MARK_ROOM = 256
 
 def shown(record: Grouped) -> str:
     """A record as a log message: its lines without trailing white space (Rich pads its lines
-    to the terminal's width), without blank lines around it, and the cut marked."""
+    to the terminal's width) or the indent they all share, without blank lines around it, and
+    the cut marked."""
     lines = [line.rstrip() for line in record.text.splitlines()]
-    text = "\n".join(lines).strip("\n")
+    text = textwrap.dedent("\n".join(lines)).strip("\n")
     if record.continued:
         text = CONTINUED_MARK + text
     if record.cut:
