@@ -138,3 +138,16 @@ def test_a_child_process_stderr_is_read_to_its_end() -> None:
     assert record.level == "error" and record.text.startswith("Traceback")
     assert record.text.endswith("ZeroDivisionError: division by zero\n")
     assert published.records.empty()
+
+
+def test_quiet_calls_leave_no_range_behind() -> None:
+    read, write = os.pipe()
+    try:
+        calls = Calls(read, {})
+        for index in range(1000):
+            calls.begin(f"mr_{index}", {"mcpRequestId": f"mr_{index}"})
+            calls.end(f"mr_{index}")
+        assert calls.boundaries(-1, 10**9) == []
+    finally:
+        os.close(read)
+        os.close(write)

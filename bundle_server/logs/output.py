@@ -73,6 +73,7 @@ class Calls:
         self._fd = fd
         self._open: dict[str, tuple[int, Context]] = {}
         self._closed: list[tuple[int, int, Context]] = []
+        self._seen = 0  # the reader has placed output up to here: earlier ranges are done
 
     def _now(self) -> int:
         return self.consumed + waiting_bytes(self._fd)
@@ -86,8 +87,11 @@ class Calls:
         """The call `key` ended: output written before now (or before offset `at`) was its."""
         with self.lock:
             found = self._open.pop(key, None)
-            if found is not None:
-                self._closed.append((found[0], self._now() if at is None else at, found[1]))
+            end = self._now() if at is None else at
+            # A call that printed nothing, or whose output is placed already, is forgotten
+            # now: a long session of quiet calls keeps no range.
+            if found is not None and end > max(found[0], self._seen):
+                self._closed.append((found[0], end, found[1]))
 
     def boundaries(self, start: int, stop: int) -> list[int]:
         """Offsets in (start, stop) where the calls in flight change."""
@@ -101,6 +105,7 @@ class Calls:
         """The context of output at `offset`: the base, and the call's when exactly one ran."""
         with self.lock:
             # Ranges that ended before `offset` are no longer needed: reading goes forward.
+            self._seen = max(self._seen, offset)
             self._closed = [c for c in self._closed if c[1] > offset]
             running = [c for b, e, c in self._closed if b <= offset < e]
             running += [c for b, c in self._open.values() if b <= offset]
