@@ -240,3 +240,16 @@ def test_how_output_is_cut_into_pieces_does_not_change_the_records(text: str, si
     # unless it was longer than CLASSIFY_CHARS before its end came.
     if all(len(line) < CLASSIFY_CHARS for line in text.split("\n")):
         assert [r.text for r in records] == [r.text for r in whole]
+
+
+def test_colour_codes_neither_hide_a_level_nor_reach_the_message() -> None:
+    [record] = grouped("\x1b[31mERROR\x1b[0m: disk full\n  on /var\n")
+    assert record.level == "error"
+    assert shown(record) == "ERROR: disk full\n  on /var"
+
+
+def test_a_coloured_traceback_is_still_one_record() -> None:
+    text = "\x1b[1mTraceback (most recent call last):\x1b[0m\n  File 'a.py'\nValueError: x\nnext\n"
+    records = grouped(text)
+    assert [r.level for r in records] == ["error", "info"]
+    assert records[1].text == "next\n"

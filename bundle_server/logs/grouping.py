@@ -51,6 +51,8 @@ LEVELS = {
     "WARNING": "warn",
     "WARN": "warn",
 }
+# Terminal colour codes (SGR), which a server's logging may write even to a pipe: not text.
+COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 # Rich's next log message under the same time: indented, a level word padded to 8 columns.
 RICH_NEXT = re.compile(r"\s+(?:(?:DEBUG|INFO|WARNING|ERROR)\s{2,}|CRITICAL\s)\S")
 # How much of a line's start decides what it is: a line longer than this without its end yet
@@ -87,6 +89,7 @@ def is_indented(line: str) -> bool:
 
 def level_of(first_line: str) -> str:
     """The level of a record that starts with `first_line` (see the module docstring)."""
+    first_line = COLOUR.sub("", first_line)
     if TRACEBACK.match(first_line):
         return "error"
     found = LEVEL_WORD.match(first_line)
@@ -156,59 +159,56 @@ class Grouper:
     def _take_line(self, complete: bool) -> None:
         line, self._line, tag = self._line, "", self._line_tag
         self._mid_line = not complete
+        plain = COLOUR.sub("", line)  # what the line says, for deciding; `line` is kept
+        blank, indented = is_blank(plain), is_indented(plain)
+        continues = indented and not RICH_NEXT.match(plain)
         state = self._state
         if state == NONE:
-            self._start(line, tag)
+            self._start(line, plain, tag)
         elif state == BLANK:
-            if is_blank(line):
-                self._append(line, tag)
-            else:  # the blank lines before a message are its own
-                self._state = FRAMES if TRACEBACK.match(line) else MESSAGE
-                self._level = level_of(line)
-                self._append(line, tag)
+            if not blank:  # the blank lines before a message are its own
+                self._state = FRAMES if TRACEBACK.match(plain) else MESSAGE
+                self._level = level_of(plain)
+            self._append(line, tag)
         elif state == CHAIN:
-            if is_blank(line):
-                self._append(line, tag)
-            elif TRACEBACK.match(line):
-                self._state = FRAMES
+            if blank or TRACEBACK.match(plain):
+                self._state = CHAIN if blank else FRAMES
                 self._append(line, tag)
             else:
-                self._next(line, tag)
+                self._next(line, plain, tag)
         elif state == FRAMES:
-            if is_blank(line) or is_indented(line):
+            if blank or indented:
                 self._append(line, tag)
-            elif TRACEBACK.match(line):
-                self._next(line, tag)
+            elif TRACEBACK.match(plain):
+                self._next(line, plain, tag)
             else:  # the exception line
                 self._state = EXCEPTION
                 self._append(line, tag)
         elif state == EXCEPTION:
-            if is_blank(line):
-                self._append(line, tag)
-            elif CHAINED.match(line):
+            if CHAINED.match(plain):
                 self._state = CHAIN
                 self._append(line, tag)
-            elif is_indented(line) and not RICH_NEXT.match(line):
+            elif blank or continues:
                 self._append(line, tag)
             else:
-                self._next(line, tag)
-        elif is_blank(line) or (is_indented(line) and not RICH_NEXT.match(line)):  # MESSAGE
+                self._next(line, plain, tag)
+        elif blank or continues:  # MESSAGE
             self._append(line, tag)
         else:
-            self._next(line, tag)
+            self._next(line, plain, tag)
 
-    def _next(self, line: str, tag: Any) -> None:
+    def _next(self, line: str, plain: str, tag: Any) -> None:
         self._emit()
-        self._start(line, tag)
+        self._start(line, plain, tag)
 
-    def _start(self, line: str, tag: Any) -> None:
-        if is_blank(line):
+    def _start(self, line: str, plain: str, tag: Any) -> None:
+        if is_blank(plain):
             self._state = BLANK
-        elif TRACEBACK.match(line):
+        elif TRACEBACK.match(plain):
             self._state = FRAMES
         else:
             self._state = MESSAGE
-        self._level = level_of(line)
+        self._level = level_of(plain)
         self._append(line, tag)
 
     # --- records ---
@@ -255,10 +255,10 @@ MARK_ROOM = 256
 
 
 def shown(record: Grouped) -> str:
-    """A record as a log message: its lines without trailing white space (Rich pads its lines
-    to the terminal's width) or the indent they all share, without blank lines around it, and
-    the cut marked."""
-    lines = [line.rstrip() for line in record.text.splitlines()]
+    """A record as a log message: without terminal colour codes, its lines without trailing
+    white space (Rich pads its lines to the terminal's width) or the indent they all share,
+    without blank lines around it, and the cut marked."""
+    lines = [line.rstrip() for line in COLOUR.sub("", record.text).splitlines()]
     text = textwrap.dedent("\n".join(lines)).strip("\n")
     if record.continued:
         text = CONTINUED_MARK + text
