@@ -258,3 +258,20 @@ def test_the_calls_outcome_opens_its_traceback_as_one_record_in_raw_logs(
     expect(tab.locator(".logs-filter")).to_have_count(0)
     expect(rows.filter(has_text="UnexpectedToolError").first).to_be_attached()
     assert rows.count() > 1
+
+
+def test_a_route_runs_output_opens_from_its_invocation_as_one_record(
+    page: tuple[Page, Problems], client: Client, server: WorkbenchServer
+) -> None:
+    reply = client.request("POST", "/api/routes/invocations", {"routeId": "fails"}, timeout=60)
+    invocation = reply.json()["invocation"]
+    tab, _ = page
+    tab.goto(f"{server.url}/routes?invocation={invocation['id']}")
+    detail = tab.locator(f'section.invocation[data-invocation="{invocation["id"]}"]')
+    expect(detail).to_have_attribute("data-status", "failed")
+    detail.get_by_role("link", name="Output in raw logs").click()
+    expect(tab).to_have_url(f"{server.url}/logs?correlation={invocation['id']}")
+    rows = tab.locator(".logs-table .vt-body [role=row]")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_class("vt-row error")
+    expect(rows.first).to_contain_text("LookupError: the route broke")
