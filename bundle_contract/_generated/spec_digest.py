@@ -1,3 +1,3 @@
 """The digest of the spec files `bundle-contract generate` checked (see _spec.py)."""
 
-CHECKED = "9b304cad693b8b570d22ab918db34467d2630aeefa61ba232ac131188d7c3bc1"
+CHECKED = "05c82d5353aa87d62732e483b876e9fec6f6d08002a0747eac01b9fc2320012d"
