@@ -221,8 +221,8 @@ DECISIONS: dict[str, Decision] = {
             " allowlist, and of the log stream's frames (DevLogMessage)",
             "DevLogReplay.json (`records`, `gap`, `latestSequence`), DevLogRecord.json"
             " (`sequence`, `occurredAt`, `level`, `message` of at most log-message characters,"
-            " `context` of the keys correlationId, invocationId, mcpSessionId, routeId,"
-            " sessionId, epochId, requestId only, `href` on a correlated record),"
+            " `context` of the keys correlationId, invocationId, mcpSessionId, mcpRequestId,"
+            " routeId, sessionId, epochId, requestId only, `href` on a correlated record),"
             " DevLogMessage.json (`{type: log.record, record}`, the DevLogGap,"
             " `{type: log.keepalive}`)",
             "records are the objects the replay lists: every string in them must be"

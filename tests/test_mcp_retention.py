@@ -14,7 +14,6 @@ notifications up and say so, and the newest is whole.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +22,7 @@ from _budget_server import BudgetServer
 
 from bundle_contract._schemas import reference_validator
 from bundle_contract._spec import get_spec
+from bundle_server.logs.grouping import CUT_MARK
 from bundle_server.mcp.connection import StderrPipe
 
 # Run alone, after the parallel tests (make unit): the server's memory is measured.
@@ -133,14 +133,13 @@ def test_app_notifications_of_a_flooding_server_stay_within_the_budget(
 
 def test_a_server_stderr_line_without_end_is_read_in_bounded_pieces() -> None:
     """An MCP server writing one endless line to stderr cannot grow the server: the line is
-    read (and logged, and kept in the failure tail) log-message characters at a time."""
+    logged (and kept in the failure tail) in records of at most log-message characters, each
+    cut marked."""
     limit = get_spec().limit("log-message")["maximum"]
     pipe = StderrPipe("endless")
     pipe.file.write("x" * (limit * 30))
-    pipe.file.flush()
-    deadline = time.monotonic() + 10
-    while len(pipe.tail) < pipe.tail.maxlen and time.monotonic() < deadline:  # type: ignore[operator]
-        time.sleep(0.01)
-    pipe.close()
+    pipe.close()  # the reader reads to the end, then ends
+    assert pipe.reader.wait(10)
     assert len(pipe.tail) == pipe.tail.maxlen
-    assert all(len(piece) == limit for piece in pipe.tail)
+    assert all(len(piece) <= limit for piece in pipe.tail)
+    assert CUT_MARK.strip() in pipe.tail

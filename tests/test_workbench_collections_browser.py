@@ -110,7 +110,7 @@ def test_a_call_from_the_form_is_saved_into_the_project(
     tab.goto(f"{server.url}/mcp?session={launch['launchId']}&tool=check_command")
     form = tab.get_by_role("form", name="Call check_command")
     expect(form).to_be_visible(timeout=RERUN)
-    form.get_by_label("command").fill("git push -f")
+    form.get_by_role("textbox", name="command").fill("git push -f")
     form.get_by_role("button", name="Call").click()
     save = tab.locator("form.save-call")
     expect(save).to_be_visible(timeout=RERUN)

@@ -6,7 +6,14 @@ Theory of operation:
   process for one artifact epoch, in a session of its own and a process unit of its own
   (`bundle_contract._owner`: every descendant, even one that calls `setsid`), with the
   address-space bound `route-worker-memory`. Jobs go down one pipe and replies come back on
-  another (see the worker's docstring); its stdout and stderr are the runs' diagnostics.
+  another (see the worker's docstring).
+- Its stdout and stderr (one pipe) are read into raw-log records (`logs.output`: one per
+  message, a traceback is one) of the `bundle_server.invocations` logger, each carrying the
+  context of the run that printed it (`run(..., context=)`: its invocation, route and epoch);
+  what is printed between runs carries the worker's own context. The worker ends each job's
+  output with a marker line (`OUTPUT_END`), so a run's records are all published when `run`
+  returns, and `output()` holds the newest records of the current (or last) run, its
+  diagnostics.
 - `run(job, on_message)` sends a job and returns its final reply, calling `on_message` with
   every trace and render reply before it, in order, from the calling thread. It blocks, so the
   server calls it from a thread of its own, never from the HTTP loop.
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import queue
 import signal
@@ -33,7 +41,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -41,15 +49,16 @@ from typing import Any
 from bundle_contract._owner import process_owner
 from bundle_contract._route_worker import OUTPUT_END
 from bundle_contract._spec import get_spec
+from bundle_server.logs.grouping import Grouped
+from bundle_server.logs.output import Calls, OutputReader, log_record, record_chars
 
 Message = dict[str, Any]
-# Lines of a run's stdout and stderr kept as its diagnostics (the newest).
-OUTPUT_LINES = 200
+# Records of a run's stdout and stderr kept as its diagnostics (the newest).
+OUTPUT_RECORDS = 200
 _EOF: Message = {"type": "eof"}
 # How long a finished run waits for the last lines it printed to be read.
 OUTPUT_WAIT_SECONDS = 1.0
-# Printed output is read in pieces of at most this many bytes (a line without end is cut).
-OUTPUT_LINE_BYTES = 65536
+logger = logging.getLogger("bundle_server.invocations")
 
 
 @cache
@@ -74,11 +83,19 @@ def worker_memory() -> int:
 class RouteWorker:
     """One worker process for the epoch at `root`; see the module docstring."""
 
-    def __init__(self, root: Path, runtime: str = "shared", *, memory: int | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        runtime: str = "shared",
+        *,
+        memory: int | None = None,
+        context: Mapping[str, str] | None = None,
+    ) -> None:
         self.root = root
         self.runtime = runtime
         requests_read, requests_write = os.pipe()
         replies_read, replies_write = os.pipe()
+        output_read, output_write = os.pipe()
         self._unit = process_owner().start_unit("route-worker")
         try:
             self.process = subprocess.Popen(
@@ -101,7 +118,7 @@ class RouteWorker:
                 ),
                 env=self._unit.environment(),
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
+                stdout=output_write,
                 stderr=subprocess.STDOUT,
                 pass_fds=(requests_read, replies_write),
                 start_new_session=True,
@@ -109,24 +126,35 @@ class RouteWorker:
             )
         except BaseException:
             self._unit.end()
+            os.close(output_read)
             raise
         finally:
             os.close(requests_read)
             os.close(replies_write)
+            os.close(output_write)
         self._unit.track(self.process.pid)
         self._requests = os.fdopen(requests_write, "w", encoding="utf-8")
         self._replies: queue.Queue[Message] = queue.Queue()
-        self._output: deque[str] = deque(maxlen=OUTPUT_LINES)
+        self._output: deque[tuple[str, str]] = deque(maxlen=OUTPUT_RECORDS)  # (job, text)
+        self._job = ""  # the id of the current (or last) job
         self._lock = threading.Lock()
         self._ending: str | None = None  # why the worker is being ended: "cancelled", ...
         self._busy = False
-        self._output_done = threading.Event()
         self._output_ends: set[str] = set()  # jobs whose printed lines were all read
         self._output_seen = threading.Condition(self._lock)
         threading.Thread(
             target=self._read_replies, args=(replies_read,), name="route-replies", daemon=True
         ).start()
-        threading.Thread(target=self._read_output, name="route-output", daemon=True).start()
+        self._calls = Calls(output_read, dict(context or {}))
+        self._reader = OutputReader(
+            output_read,
+            self._calls,
+            self._printed,
+            record_chars(),
+            name="route-output",
+            marker=OUTPUT_END.encode(),
+            on_marker=self._job_output_ended,
+        )
 
     @property
     def alive(self) -> bool:
@@ -152,41 +180,41 @@ class RouteWorker:
                     self._replies.put(message)
         self._replies.put(_EOF)
 
-    def _read_output(self) -> None:
-        assert self.process.stdout is not None
-        try:
-            while raw := self.process.stdout.readline(OUTPUT_LINE_BYTES):
-                line = raw.decode("utf-8", "replace").rstrip("\n")
-                if line.startswith(OUTPUT_END):
-                    with self._lock:
-                        self._output_ends.add(line[len(OUTPUT_END) :])
-                        self._output_seen.notify_all()
-                    continue
-                if not line.strip():
-                    continue  # a blank line says nothing (and a diagnostic needs a message)
-                with self._lock:
-                    self._output.append(line[:2000])
-        finally:
-            self._output_done.set()
+    def _printed(self, record: Grouped, context: Mapping[str, str]) -> None:
+        route = context.get("routeId")
+        text = log_record(logger, f"route {route}" if route else "route worker", record, context)
+        if text is not None:
+            with self._lock:
+                self._output.append((context.get("invocationId", ""), text))
+
+    def _job_output_ended(self, line: bytes, offset: int) -> None:
+        job = line.decode("utf-8", "replace").rstrip("\n")[len(OUTPUT_END) :]
+        self._calls.end(job, at=offset)
+        with self._lock:
+            self._output_ends.add(job)
+            self._output_seen.notify_all()
 
     def output(self) -> list[str]:
-        """The newest lines the current (or last) job printed (stdout and stderr)."""
+        """The newest records the current (or last) job printed (stdout and stderr)."""
         with self._lock:
-            return list(self._output)
+            return [text for job, text in self._output if job == self._job]
 
     def run(
         self,
         job: Message,
         on_message: Callable[[Message], None],
         deadline: float | None = None,
+        context: Mapping[str, str] | None = None,
     ) -> Message:
-        """Run `job` (a dict with id, handler, providers, event, input, args); its final reply."""
+        """Run `job` (a dict with id, handler, providers, event, input, args); its final reply.
+        What it prints is logged with `context` (by default, the job's id as invocationId)."""
         with self._lock:
             if not self.alive or self._busy:
                 raise RuntimeError("this route worker cannot take a job now")
             self._busy = True
-            # A worker runs one job at a time: what it prints from now on is this job's.
-            self._output.clear()
+            self._job = job["id"]
+        # A worker runs one job at a time: what it prints from now on is this job's.
+        self._calls.begin(job["id"], {"invocationId": job["id"]} if context is None else context)
         limit = time.monotonic() + (render_time() if deadline is None else deadline)
         try:
             request = {"op": "run", **job}
@@ -256,6 +284,4 @@ class RouteWorker:
             self._requests.close()
         self.process.wait()
         self._unit.end()
-        if self.process.stdout is not None:
-            self._output_done.wait(5)
-            self.process.stdout.close()
+        self._reader.wait(5)

@@ -66,6 +66,11 @@ Wake = Callable[[], None]
 # `publish(source, kind, summary, correlation, **optional)`: the trace hub's publish.
 Publish = Callable[..., object]
 FINAL = ("completed", "failed", "cancelled")
+# What a run printed becomes its diagnostics: its newest records (a traceback is one), each
+# kept to its start and its end (where a traceback's exception is) within this many
+# characters; the raw logs hold them whole.
+OUTPUT_DIAGNOSTICS = 20
+OUTPUT_DIAGNOSTIC_CHARS = 2000
 OUTCOMES = ("render", "continue", "deny")
 
 
@@ -84,6 +89,15 @@ def kept_trace_entries() -> int:
 @cache
 def host_kinds() -> frozenset[str]:
     return frozenset(row["kind"] for row in get_spec().rows("hosts", "host"))
+
+
+def middle_cut(text: str, limit: int = OUTPUT_DIAGNOSTIC_CHARS) -> str:
+    """`text` within `limit` characters: its start and its end, the middle marked as cut."""
+    if len(text) <= limit:
+        return text
+    mark = "\n…\n"
+    head = (limit - len(mark)) // 2
+    return text[:head] + mark + text[len(text) - (limit - len(mark) - head) :]
 
 
 def invocation_wake(invocation: Invocation) -> None:
@@ -474,7 +488,7 @@ class InvocationService:
             with invocation.lock:
                 invocation.runtime = runtime
             if runtime == "standalone":  # a fresh worker for this run alone
-                worker = self._standalone(root)
+                worker = self._standalone(invocation.epoch_id, root)
                 try:
                     self._execute(invocation, worker)
                 finally:
@@ -503,11 +517,11 @@ class InvocationService:
         self._announce(invocation)
         self._budget.settle()  # the final reply was charged
 
-    def _standalone(self, root: Path) -> RouteWorker:
+    def _standalone(self, epoch: str, root: Path) -> RouteWorker:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the server is stopping")
-        worker = RouteWorker(root, "standalone")
+        worker = RouteWorker(root, "standalone", context={"epochId": epoch})
         with self._lock:
             self._standalones.add(worker)
             closed = self._closed
@@ -548,7 +562,11 @@ class InvocationService:
                 "id": fixture["fixtureId"],
             } | ({"target": fixture["target"]} if "target" in fixture else {})
         try:
-            final = worker.run(job, lambda message: self._message(invocation, message))
+            final = worker.run(
+                job,
+                lambda message: self._message(invocation, message),
+                context=invocation.correlation(),
+            )
         except RuntimeError as error:  # the worker ended before it could take the job
             final = {
                 "status": "failed",
@@ -558,9 +576,9 @@ class InvocationService:
         with invocation.lock:
             if invocation.final:
                 return  # cancelled meanwhile: its final envelope stays as it was answered
-            for line in printed[-20:]:
+            for text in printed[-OUTPUT_DIAGNOSTICS:]:
                 invocation.diagnostics.append(
-                    {"severity": "info", "code": "ROUTE-OUTPUT", "message": line[:500]}
+                    {"severity": "info", "code": "ROUTE-OUTPUT", "message": middle_cut(text)}
                 )
             self._finish(invocation, final)
 
@@ -577,7 +595,7 @@ class InvocationService:
         with turn:
             worker = self._worker(epoch, root)
             try:
-                final = worker.run(job, lambda message: None)
+                final = worker.run(job, lambda message: None, context={"epochId": epoch})
             except RuntimeError as error:
                 return {
                     "status": "failed",
@@ -622,7 +640,7 @@ class InvocationService:
                 self._turns.pop(e, None)
         for old in retired:
             old.close()
-        fresh = RouteWorker(root)
+        fresh = RouteWorker(root, context={"epochId": epoch})
         with self._lock:
             closed = self._closed
             if not closed:

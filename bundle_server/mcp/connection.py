@@ -17,8 +17,10 @@ Theory of operation (all of it runs on the bridge's asyncio loop):
   the process, so the command is the unit's wrapper around the launch's, and the unit is
   ended once the SDK's own shutdown is done. Whatever the server started, even in a session of
   its own, ends with the session (closed, a new epoch, the server's close).
-- The server's stderr goes to the `bundle_server.mcp` logger (the raw logs), a line at a time,
-  from a thread reading a pipe: the SDK needs a real file for a child's stderr.
+- The server's stderr goes to the `bundle_server.mcp` logger (the raw logs), one record per
+  message (a traceback is one), with the session's id and the id of the operation in flight
+  when there is exactly one (`logs.output`), from a thread reading a pipe: the SDK needs a
+  real file for a child's stderr.
 """
 
 from __future__ import annotations
@@ -27,9 +29,8 @@ import asyncio
 import contextlib
 import logging
 import os
-import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, TextIO, cast
@@ -46,7 +47,8 @@ from mcp.types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import TypeAdapter
 
 from bundle_contract._owner import Unit, UnitNotEnded, process_owner
-from bundle_contract._spec import get_spec
+from bundle_server.logs.grouping import Grouped
+from bundle_server.logs.output import Calls, OutputReader, log_record, record_chars
 from bundle_server.mcp.launches import Launch
 from bundle_server.mcp.wire import SENDING, Exchange, TapRead, TapWrite, Wire
 
@@ -64,26 +66,32 @@ class McpDown(Exception):
 
 
 class StderrPipe:
-    """A real file for the child's stderr, read line by line into the log and a short tail."""
+    """A real file for the child's stderr, read into raw-log records (`logs.output`: one per
+    message, a traceback is one) tied to the session and to the call in flight, and into a
+    short tail of lines that explains a failure."""
 
-    def __init__(self, server: str) -> None:
+    def __init__(self, server: str, session: str = "") -> None:
         read, write = os.pipe()
         self.file: TextIO = os.fdopen(write, "w", encoding="utf-8", errors="replace")
         self.tail: deque[str] = deque(maxlen=STDERR_KEPT)
-        self._reader = os.fdopen(read, "r", encoding="utf-8", errors="replace")
-        self._server = server
-        threading.Thread(target=self._read, name=f"mcp-stderr {server}", daemon=True).start()
+        self._source = f"mcp {server}"
+        self.calls = Calls(read, {"mcpSessionId": session} if session else {})
+        self.reader = OutputReader(
+            read, self.calls, self._record, record_chars(), name=f"mcp-stderr {server}"
+        )
 
-    def _read(self) -> None:
-        # A line is read at most log-message characters at a time: a server writing one
-        # endless line without a newline must not grow this process (the rest of the line
-        # comes as the next pieces).
-        limit = get_spec().limit("log-message")["maximum"]
-        with self._reader:
-            while line := self._reader.readline(limit):
-                text = line.rstrip("\n")
-                self.tail.append(text)
-                logger.info("mcp %s: %s", self._server, text)
+    def _record(self, record: Grouped, context: Mapping[str, str]) -> None:
+        text = log_record(logger, self._source, record, context)
+        if text is not None:
+            self.tail.extend(text.splitlines()[-STDERR_KEPT:])
+
+    def began(self, exchange: Exchange) -> None:
+        """An operation was sent: what the server writes until it ends may be its own."""
+        correlation = {"correlationId": exchange.correlation_id} if exchange.correlation_id else {}
+        self.calls.begin(exchange.request_id, {"mcpRequestId": exchange.request_id} | correlation)
+
+    def ended(self, exchange: Exchange) -> None:
+        self.calls.end(exchange.request_id)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -152,7 +160,7 @@ class McpConnection:
         try:
             async with AsyncExitStack() as stack:
                 if self.launch.transport == "stdio":
-                    self._stderr = StderrPipe(self.launch.server)
+                    self._stderr = StderrPipe(self.launch.server, self.launch.launch_id)
                     stack.callback(self._stderr.close)
                     # Entered before the transport, so left after it: the SDK has stopped
                     # its process by then, and the unit ends what is left (off this loop).
@@ -255,6 +263,9 @@ class McpConnection:
         if session is None or self.closed:
             raise McpDown(self.explain())
         token = SENDING.set(exchange)
+        stderr = self._stderr
+        if stderr is not None:
+            stderr.began(exchange)
         try:
             # A timeout scope, not wait_for: no task of its own per operation.
             async with asyncio.timeout(timeout):
@@ -277,6 +288,8 @@ class McpConnection:
                 raise
         finally:
             SENDING.reset(token)
+            if stderr is not None:
+                stderr.ended(exchange)
         if exchange.error is None and exchange.result is None and self.closed:
             raise McpDown(self.explain())
         return exchange

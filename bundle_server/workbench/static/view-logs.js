@@ -1,6 +1,7 @@
 // Raw logs: the server's log records, live (replay, then the stream), in the same virtualized
 // table as the trace. A record correlated to the trace links to `/trace?correlation=<value>`,
-// which the page follows in place (app.js's link handler).
+// which the page follows in place (app.js's link handler). `/logs?correlation=<value>` shows
+// only the records whose context holds that value (an MCP call's output links here).
 import { follow } from "/assets/api.js";
 import { emptyState, h, plural, replace, time } from "/assets/dom.js";
 import { VirtualTable } from "/assets/virtual-table.js";
@@ -24,7 +25,9 @@ function cells(item) {
   return [item.sequence, time(item.occurredAt), item.level, item.message, link];
 }
 
-export function mount(container) {
+export function mount(container, params) {
+  const correlation = ((params && params.get("correlation")) || "").trim();
+  const passes = (record) => !correlation || Object.values(record.context || {}).includes(correlation);
   const records = [];
   const incoming = [];
   let lastSequence = 0;
@@ -44,7 +47,15 @@ export function mount(container) {
     h(
       "div",
       { className: "logs-view" },
-      h("div", { className: "toolbar" }, h("h2", {}, "Raw logs"), counts),
+      h(
+        "div",
+        { className: "toolbar" },
+        h("h2", {}, "Raw logs"),
+        counts,
+        correlation
+          ? h("span", { className: "logs-filter" }, ` · correlated with ${correlation} · `, h("a", { href: "/logs" }, "all records"))
+          : null,
+      ),
       empty,
       table.element,
     ),
@@ -72,6 +83,7 @@ export function mount(container) {
       if (f.type === "log.record") {
         if (f.record.sequence <= lastSequence) return; // a resumed stream may repeat the edge
         lastSequence = f.record.sequence;
+        if (!passes(f.record)) return;
         incoming.push(f.record);
       } else if (isGap(f)) {
         incoming.push(f);

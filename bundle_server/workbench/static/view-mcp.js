@@ -310,6 +310,8 @@ function showOutcome(box, outcome, failure, extra) {
     { className: "muted outcome-meta" },
     `${outcome.method} · ${outcome.mcpRequestId} · ${outcome.durationMs} ms`,
     extra && extra.correlationId ? ` · correlation ${extra.correlationId}` : "",
+    " · ",
+    h("a", { className: "outcome-logs", href: `/logs?correlation=${encodeURIComponent(outcome.mcpRequestId)}` }, "server output"),
   );
   if (outcome.cancelled) {
     box.dataset.status = "cancelled";

@@ -429,6 +429,8 @@ export function mount(container, params) {
       "Trace of this invocation",
     );
     const traceCount = h("span", { className: "muted trace-count" });
+    // What the run printed, one raw-log record per message (a traceback is one).
+    const logsLink = h("a", { href: `/logs?correlation=${encodeURIComponent(invocation.id)}` }, "Output in raw logs");
     const retention = h("p", { className: "retention", role: "status", hidden: true });
     // One tab stop for the whole list: it scrolls, and its events are read, not operated.
     const events = h("ol", { className: "render-events", "aria-label": "Render events", tabIndex: 0 });
@@ -458,7 +460,7 @@ export function mount(container, params) {
         "div",
         { className: "details-head" },
         h("h3", { id: "invocation-title" }, `${invocation.routeId} · ${invocation.id}`),
-        h("span", { className: "toolbar" }, traceLink, traceCount),
+        h("span", { className: "toolbar" }, traceLink, traceCount, " · ", logsLink),
       ),
       summary,
       retention,
