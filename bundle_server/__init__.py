@@ -12,7 +12,7 @@ close) mounts it. Handlers reach a service with `call.state.service(kind)`.
 - `_http/`: the HTTP core: the WSGI app, routing, request parsing, the guard, response checks,
   and the gevent shell that serves it;
 - `_streams/`: sequenced hubs and cursors (`sequenced`), the NDJSON stream body and wakers
-  (`ndjson`);
+  (`ndjson`), one response carrying several subscriptions (`multiplexed`);
 - `_services`: the service table the server walks to start, mount and close its services;
 - `trace/`: the trace routes and the trace hub;
 - `logs/`: the dev-log routes and the log hub;
@@ -28,6 +28,8 @@ close) mounts it. Handlers reach a service with `call.state.service(kind)`.
   MCP App bindings and the MCP routes;
 - `agent/`: the agent endpoint (an MCP server of the development server's own, off by
   default) and its tools;
+- `multiplex/`: multiplexed streams (a tab's session, trace, log and project streams in one
+  connection): their subscriptions' sources and routes;
 - `sessions/`: the host-session routes, their server-sent-events stream and the PTY engine
   (`sessions/pty/`);
 - `workbench/`: the Workbench page (`static/`), the session hand-over, the OpenAPI document

@@ -51,6 +51,7 @@ from bundle_server.logs.hub import LogHub
 from bundle_server.mcp.bridge import AsyncBridge
 from bundle_server.mcp.service import McpService
 from bundle_server.model import ScriptedModels
+from bundle_server.multiplex.service import MultiplexService
 from bundle_server.notices.service import NoticeService
 from bundle_server.project.hub import ProjectHub
 from bundle_server.project.manager import ProjectLoop
@@ -418,6 +419,10 @@ SERVICES: tuple[Service[Any], ...] = (
     Service("sessions", SessionManager, "sessions.handlers", start=_sessions,
             close=SessionManager.close, closes=2,
             absent="host-session service unavailable", error=SessionServiceUnavailable),
+    # Before the shell stops: an open multiplexed stream ends with the server.
+    Service("multiplex", MultiplexService, "multiplex.handlers",
+            start=lambda server: MultiplexService(), close=MultiplexService.close, closes=7,
+            absent="this server multiplexes no streams"),
     Service("app_frame", AppFrame, "workbench.handlers", start=_app_frame,
             close=AppFrame.stop, closes=SHELL_CLOSES + 1),
 )  # fmt: skip

@@ -33,6 +33,7 @@ DELIVERED_GROUPS = {
     "project",
     "notices",
     "invocations",
+    "multiplex",
     "runtime",
     "mcp",
 }

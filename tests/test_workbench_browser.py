@@ -249,10 +249,16 @@ def test_a_hidden_tab_lets_go_of_its_streams_and_attaches_again_when_shown(
     textarea.focus()
     tab.keyboard.type("before hiding")
     expect(rows).to_contain_text("before hiding")
-    stream = f"/api/sessions/{session_id}/stream"
-    with tab.expect_event("requestfailed", lambda request: stream in request.url):
-        tab.evaluate(HIDE, True)  # the connection is given back: the stream's fetch ends
-    with tab.expect_request(lambda request: stream in request.url):
+    # The session's subscription of the page's multiplexed stream goes, and comes back.
+    with tab.expect_request(
+        lambda request: request.method == "DELETE" and "/api/multiplex/" in request.url
+    ):
+        tab.evaluate(HIDE, True)
+    with tab.expect_request(
+        lambda request: (
+            request.url.endswith("/subscriptions") and session_id in (request.post_data or "")
+        )
+    ):
         tab.evaluate(HIDE, False)
     expect(rows).to_contain_text("before hiding")  # the replay painted it again
     textarea.focus()

@@ -137,11 +137,20 @@ def test_raw_logs_count_a_single_record_in_the_singular(
     served: list[str] = []
 
     def one_record(route: Route) -> None:
-        body = "" if served else json.dumps(record) + "\n"
+        # The page's streams travel in one multiplexed stream: the header's project events are
+        # its first subscription (s1), the view's logs its second (s2).
+        opened = {"type": "multiplex.opened", "streamId": "A" * 22, "sessionWindow": 1 << 20}
+        frames = (
+            [opened]
+            if served
+            else [opened, {"type": "multiplex.frame", "subscription": "s2", "frame": record}]
+        )
         served.append(route.request.url)
+        body = "".join(json.dumps(frame) + "\n" for frame in frames)
         route.fulfill(status=200, content_type="application/x-ndjson", body=body)
 
-    tab.route(lambda url: "/api/logs/stream?" in url, one_record)
+    tab.route(lambda url: url.endswith("/api/multiplex/stream"), one_record)
+    tab.route(lambda url: url.endswith("/subscriptions"), lambda route: route.fulfill(status=204))
     tab.goto(f"{server.url}/logs")
     expect(tab.get_by_role("grid", name="Log records")).to_contain_text("the only record")
     expect(tab.locator(".logs-view .counts")).to_have_text("1 record")

@@ -199,7 +199,7 @@ def test_pause_keeps_new_entries_until_resume(
 def test_raw_logs_show_records_live_with_in_app_trace_links(
     page: tuple[Page, Problems], server: WorkbenchServer
 ) -> None:
-    tab, _ = page
+    tab, problems = page
     wanted = unique("logs")
     post_receipt(server, receipt(wanted))
     # The server links a record only when it carries a correlationId, invocationId or
@@ -223,10 +223,14 @@ def test_raw_logs_show_records_live_with_in_app_trace_links(
             route.continue_()
             return
         served.append(route.request.url)
-        body = json.dumps(linked) + "\n"
+        # The page's streams travel in one multiplexed stream: the header's project events
+        # are its first subscription (s1), the view's logs its second (s2).
+        opened = {"type": "multiplex.opened", "streamId": "A" * 22, "sessionWindow": 1 << 20}
+        frame = {"type": "multiplex.frame", "subscription": "s2", "frame": linked}
+        body = json.dumps(opened) + "\n" + json.dumps(frame) + "\n"
         route.fulfill(status=200, content_type="application/x-ndjson", body=body)
 
-    tab.route(lambda url: "/api/logs/stream?" in url, first_stream)
+    tab.route(lambda url: url.endswith("/api/multiplex/stream"), first_stream)
     tab.goto(f"{server.url}/logs")
     grid = tab.get_by_role("grid", name="Log records")
     expect(grid).to_contain_text(f"handler slow for {wanted}")
@@ -247,6 +251,9 @@ def test_raw_logs_show_records_live_with_in_app_trace_links(
     expect(rows(trace)).to_have_count(2)
     tab.go_back()
     expect(tab.get_by_role("grid", name="Log records")).to_be_visible()
+    # The view's subscription, sent to the fake stream, was refused (404): the page then
+    # opened the real one with it.
+    problems.expected_refusal(404)
 
 
 def test_the_project_view_shows_the_epoch_a_failed_build_and_a_new_epoch(

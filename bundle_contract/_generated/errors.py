@@ -194,6 +194,33 @@ class AssetNotFound(RequestError):
     http_status: ClassVar[int] = 404
 
 
+class MultiplexStreamNotFound(RequestError):
+    """A multiplexed stream id (well formed) that names no open stream: never opened, or ended
+    with its connection.
+    """
+
+    code: ClassVar[str] = "BX1010"
+    http_status: ClassVar[int] = 404
+
+
+class SubscriptionTargetUnknown(RequestError):
+    """A subscription of a multiplexed stream names a route the stream does not carry (only the
+    session, trace, log and project streams).
+    """
+
+    code: ClassVar[str] = "BX1011"
+    http_status: ClassVar[int] = 404
+
+
+class SubscriptionRefused(RequestError):
+    """A subscription of a multiplexed stream whose id is already in use on it, or past
+    multiplex-subscriptions active ones.
+    """
+
+    code: ClassVar[str] = "BX1012"
+    http_status: ClassVar[int] = 409
+
+
 class SessionRequired(RequestError):
     """Missing, wrong or malformed foreground session cookie or x-bundle-session value."""
 
@@ -814,6 +841,9 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX1007": RequestLineTooLong,
     "BX1008": RequestBodyTimeout,
     "BX1009": AssetNotFound,
+    "BX1010": MultiplexStreamNotFound,
+    "BX1011": SubscriptionTargetUnknown,
+    "BX1012": SubscriptionRefused,
     "BX2001": SessionRequired,
     "BX2002": HostNotAllowed,
     "BX2003": OriginNotAllowed,
@@ -942,6 +972,7 @@ __all__ = [
     "McpServerFailed",
     "MethodNotAllowed",
     "ModelInvalid",
+    "MultiplexStreamNotFound",
     "NativeDecodeFailed",
     "NoActiveEpoch",
     "NotInstalled",
@@ -980,6 +1011,8 @@ __all__ = [
     "SourceUnreadable",
     "StateRootUnusable",
     "StopOutcome",
+    "SubscriptionRefused",
+    "SubscriptionTargetUnknown",
     "TransitionNotAllowed",
     "UnknownHandlerEvent",
     "UnknownNativeEvent",

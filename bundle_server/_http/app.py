@@ -297,18 +297,21 @@ def create_app(
     given) the receipt route. `keepalive` overrides the NDJSON keep-alive interval (seconds;
     `stream-keepalive` by default). The other keywords are the services the handlers use, each
     named by its row of `_services.SERVICES`: `hub` (the trace hub), `logs` (the log hub, a
-    fresh one when not given), `sessions`, `project`, `invocations`, `runtime`, `mcp`,
-    `app_frame` ...; a route whose service is absent answers that row's error. With
-    `check_responses`, every JSON response is held to its route's schema first (a mismatch is
-    a logged 500, never sent). Raises ValueError for a handler without a route row or a route
-    whose auth class has no guard yet, TypeError for a keyword no row names or a service of
-    the wrong class.
+    fresh one when not given), `multiplex` (the multiplexed streams, likewise), `sessions`,
+    `project`, `invocations`, `runtime`, `mcp`, `app_frame` ...; a route whose service is absent
+    answers that row's error. With `check_responses`, every JSON response is held to its route's
+    schema first (a mismatch is a logged 500, never sent). Raises ValueError for a handler
+    without a route row or a route whose auth class has no guard yet, TypeError for a keyword no
+    row names or a service of the wrong class.
     """
     from bundle_server._http.guard import new_token
     from bundle_server.logs.hub import LogHub
+    from bundle_server.multiplex.service import MultiplexService
 
     if services.get("logs") is None:
         services["logs"] = LogHub()
+    if services.get("multiplex") is None:
+        services["multiplex"] = MultiplexService()
     return BundleApp(
         port=port,
         session_token=session_token,

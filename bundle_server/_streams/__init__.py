@@ -1,1 +1,2 @@
-"""The stream machinery: sequenced hubs and their cursors, the NDJSON stream body, wakers."""
+"""The stream machinery: sequenced hubs and their cursors, the NDJSON stream body, wakers, and
+the multiplexed stream that carries several subscriptions in one response."""

@@ -159,9 +159,11 @@ class Subscription:
         """
         return self._hub._take(self, self._hub._records)
 
-    def take_frames(self) -> list[bytes]:
-        """Like `take`, as the records' encoded NDJSON frames."""
-        return self._hub._take(self, self._hub._frames)
+    def take_frames(self, limit: int | None = None) -> list[bytes]:
+        """Like `take`, as the records' encoded NDJSON frames; with `limit`, the oldest
+        `limit` of them at most (the rest stay behind the position, counted by the hub: a
+        multiplexed stream takes in small steps so that what it holds stays small)."""
+        return self._hub._take(self, self._hub._frames, limit)
 
     def next_batch(self, timeout: float | None) -> list[Record]:
         """`take()` after waiting up to `timeout` for news (the default wake only)."""
@@ -345,7 +347,9 @@ class SequencedHub:
                 cuts.append(subscription.on_cut)
         return cuts
 
-    def _take(self, subscription: Subscription, source: list[Any]) -> list[Any]:
+    def _take(
+        self, subscription: Subscription, source: list[Any], limit: int | None = None
+    ) -> list[Any]:
         with self._lock:
             if subscription.cancelled:
                 return []
@@ -363,9 +367,13 @@ class SequencedHub:
                 if subscription.closed:
                     raise ServiceUnavailable(f"{self.name} closed")
                 return []
-            subscription.position = latest
             # Nothing after the position was evicted (else it was cut): no hole from here.
-            return source[self._index_after(position) :]
+            start = self._index_after(position)
+            if limit is not None and behind > limit:
+                subscription.position = self._sequences[start + limit - 1]
+                return source[start : start + limit]
+            subscription.position = latest
+            return source[start:]
 
     def replay(self, after: int) -> Record:
         """The records after `after` under `items_key`, with `gap` when history was dropped."""

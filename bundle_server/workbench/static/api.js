@@ -47,58 +47,244 @@ export const connection = {
   },
 };
 
-/** Follow an NDJSON stream from sequence `after`, resuming where it left off after a drop (with
- * backoff: 250 ms doubling to 5 s), until `close()`. `onFrame(frame)` gets every frame but the
- * keep-alives; `sequenceOf(frame)` says which frames move the cursor. */
-export function follow(path, { after = 0, onFrame, sequenceOf }) {
-  let closed = false;
-  let controller = null;
-  let delay = 250;
-  async function run() {
-    while (!closed) {
-      controller = new AbortController();
+// Every stream of the page (the sessions', the trace's, the logs', the project events') travels
+// in ONE multiplexed stream (POST /api/multiplex/stream): a browser opens at most six HTTP/1.1
+// connections to an origin, and a stream holds one for its whole life, so a page of streams of
+// their own starved itself once a few sessions ran. Each subscription keeps its stream's frames
+// and resume; subscriptions come and go by short requests naming the stream. After a drop the
+// stream is opened again with every subscription in it, each resumed (a hub from its cursor, a
+// session from a fresh replay).
+const MULTIPLEXED = {
+  "/api/trace/stream": "trace.stream",
+  "/api/logs/stream": "logs.stream",
+  "/api/project/events/stream": "project.stream",
+};
+
+class Multiplexer {
+  constructor() {
+    this.subscriptions = new Map(); // wire id -> subscription
+    this.streamId = null; // of the open stream, once its first frame said it
+    this.generation = 0; // one per opened stream: which stream a subscription is on
+    this.next = 0;
+    this.window = 1 << 20; // the server's session window, from its first frame
+    this.running = false;
+    this.controller = null;
+    this.adding = []; // subscriptions to add to the open stream, sent together
+    this.orphans = []; // carried by the stream's request, removed before it answered
+    this.delay = 250;
+  }
+
+  /** Start `subscription` ({request(id), frame(f), closed(reason), error(e), restart()}). */
+  add(subscription) {
+    subscription.wire = `s${(this.next += 1)}`;
+    subscription.on = null;
+    this.subscriptions.set(subscription.wire, subscription);
+    if (!this.running) this.run();
+    else if (this.streamId) this.queue(subscription);
+    // else: the stream is opening; its first frame adds what its request did not carry.
+  }
+
+  remove(subscription) {
+    if (this.subscriptions.get(subscription.wire) !== subscription) return;
+    this.subscriptions.delete(subscription.wire);
+    if (subscription.on !== this.generation) return;
+    if (this.streamId) this.unsubscribe(subscription.wire);
+    else this.orphans.push(subscription.wire); // let go once the stream says its id
+  }
+
+  unsubscribe(wire) {
+    send("DELETE", `/api/multiplex/${this.streamId}/subscriptions/${wire}`).catch(() => {});
+  }
+
+  queue(subscription) {
+    subscription.on = this.generation;
+    this.adding.push(subscription);
+    if (this.adding.length > 1) return;
+    queueMicrotask(() => {
+      const batch = this.adding.filter((s) => this.subscriptions.get(s.wire) === s);
+      this.adding = [];
+      if (!batch.length || !this.streamId) return;
+      // Refusals of one subscription arrive as its error frame; a stream that is gone is
+      // reopened by the reader with every subscription in it.
+      postJSON(`/api/multiplex/${this.streamId}/subscriptions`, {
+        subscriptions: batch.map((s) => s.request(s.wire)),
+      }).catch(() => {});
+    });
+  }
+
+  consumed(subscription, total) {
+    if (!this.streamId || subscription.on !== this.generation) return;
+    const path = `/api/multiplex/${this.streamId}/subscriptions/${subscription.wire}/consumed`;
+    postJSON(path, { bytes: total }).catch(() => {});
+  }
+
+  async run() {
+    this.running = true;
+    for (;;) {
+      this.generation += 1;
+      const generation = this.generation;
+      const carried = [...this.subscriptions.values()];
+      this.orphans = [];
+      for (const subscription of carried) subscription.on = generation;
+      this.controller = new AbortController();
       try {
-        const response = await fetch(`${path}?after=${after}`, { signal: controller.signal });
+        const response = await fetch("/api/multiplex/stream", {
+          method: "POST",
+          headers: { "Content-Type": "application/json", Accept: "application/x-ndjson" },
+          body: JSON.stringify({ subscriptions: carried.map((s) => s.request(s.wire)) }),
+          signal: this.controller.signal,
+        });
         if (response.status === 401) {
           connection.set("signed-out");
+          this.running = false;
           return;
         }
         if (!response.ok) throw new ApiError(response.status, null);
-        connection.set("live");
-        delay = 250;
-        const reader = response.body.getReader();
-        const decoder = new TextDecoder();
-        let buffer = "";
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          buffer += decoder.decode(value, { stream: true });
-          let end;
-          while ((end = buffer.indexOf("\n")) >= 0) {
-            const line = buffer.slice(0, end);
-            buffer = buffer.slice(end + 1);
-            if (!line) continue;
-            const frame = JSON.parse(line);
-            if (frame.type && frame.type.endsWith(".keepalive")) continue;
-            const sequence = sequenceOf(frame);
-            if (sequence !== undefined) after = sequence;
-            onFrame(frame);
-          }
-        }
+        await this.read(response, generation);
       } catch (error) {
-        if (closed) return;
+        // A dropped connection, a server gone: opened again below.
       }
-      if (closed) return;
+      this.streamId = null;
       connection.set("reconnecting");
-      await sleep(delay);
-      delay = Math.min(delay * 2, 5000);
+      // What each subscription had on the dropped stream ends here; a session's terminal is
+      // painted again by the replay of its next subscription.
+      for (const subscription of this.subscriptions.values()) subscription.restart();
+      await sleep(this.delay);
+      this.delay = Math.min(this.delay * 2, 5000);
     }
   }
-  run();
+
+  async read(response, generation) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += decoder.decode(value, { stream: true });
+      let start = 0;
+      let end;
+      while ((end = buffer.indexOf("\n", start)) >= 0) {
+        const line = buffer.slice(start, end);
+        start = end + 1;
+        if (line) this.dispatch(JSON.parse(line), generation);
+      }
+      buffer = buffer.slice(start);
+    }
+  }
+
+  dispatch(frame, generation) {
+    if (frame.type === "multiplex.opened") {
+      this.streamId = frame.streamId;
+      this.window = frame.sessionWindow;
+      this.delay = 250;
+      connection.set("live");
+      for (const wire of this.orphans.splice(0)) this.unsubscribe(wire);
+      for (const subscription of this.subscriptions.values()) {
+        if (subscription.on !== generation) this.queue(subscription);
+      }
+      return;
+    }
+    const subscription = this.subscriptions.get(frame.subscription);
+    if (!subscription) return; // a keep-alive, or one removed meanwhile
+    if (frame.type === "multiplex.closed") {
+      this.subscriptions.delete(subscription.wire);
+      subscription.closed(frame.reason);
+    } else if (frame.type === "multiplex.error") {
+      this.subscriptions.delete(subscription.wire);
+      subscription.error(new ApiError(undefined, frame.error));
+    } else {
+      subscription.frame(frame);
+    }
+  }
+}
+
+const multiplexer = new Multiplexer();
+
+/** Follow an NDJSON stream from sequence `after`, resuming where it left off after a drop,
+ * until `close()`. `onFrame(frame)` gets every frame but the keep-alives; `sequenceOf(frame)`
+ * says which frames move the cursor. The stream is a subscription of the page's multiplexed
+ * stream (`path` names which). */
+export function follow(path, { after = 0, onFrame, sequenceOf }) {
+  const route = MULTIPLEXED[path];
+  let retry = null;
+  const subscription = {
+    request: (id) => ({ id, route, query: { after } }),
+    frame(f) {
+      const frame = f.frame;
+      if (frame.type && frame.type.endsWith(".keepalive")) return;
+      const sequence = sequenceOf(frame);
+      if (sequence !== undefined) after = sequence;
+      onFrame(frame);
+    },
+    closed(reason) {
+      if (reason === "unsubscribed") return;
+      // Cut for falling behind: again at once, from the cursor (the gap says what went);
+      // its hub closed (the server stopping): again in a moment.
+      retry = setTimeout(() => multiplexer.add(subscription), reason === "lagged" ? 0 : 1000);
+    },
+    error(error) {
+      // A cursor ahead of the server's history is another server's: start from its beginning.
+      if (error.code === "BX3002") after = 0;
+      retry = setTimeout(() => multiplexer.add(subscription), 1000);
+    },
+    restart() {},
+  };
+  multiplexer.add(subscription);
   return {
     close() {
-      closed = true;
-      if (controller) controller.abort();
+      clearTimeout(retry);
+      multiplexer.remove(subscription);
+    },
+  };
+}
+
+/** Follow host session `id`'s stream: `onEvent(name, data)` for each `state`, `output` and
+ * `end` event, as the session stream sends them. `onRestart()` comes before a fresh replay
+ * (after a dropped connection, or a reader cut for falling behind): the terminal starts again.
+ * `onError(error)` says the subscription was refused (an unknown session: 404). The output is
+ * paced as a terminal paces a program: call `consumed(bytes)` as the terminal takes output in,
+ * and the server sends at most its window beyond that. Returns {close(), consumed(bytes)}. */
+export function followSession(id, { onEvent, onRestart, onError }) {
+  let taken = 0; // output bytes the terminal took in, on this subscription
+  let reported = 0;
+  let ended = false;
+  const subscription = {
+    request: (wire) => {
+      taken = 0;
+      reported = 0;
+      return { id: wire, route: "sessions.stream", params: { sessionId: id } };
+    },
+    frame(f) {
+      if (f.event === "end") ended = true;
+      onEvent(f.event, f.data);
+    },
+    closed(reason) {
+      if (reason === "lagged") {
+        onRestart();
+        multiplexer.add(subscription);
+      }
+    },
+    error(error) {
+      onError(error);
+    },
+    restart() {
+      if (!ended) onRestart();
+    },
+  };
+  multiplexer.add(subscription);
+  return {
+    close() {
+      multiplexer.remove(subscription);
+    },
+    consumed(bytes) {
+      taken += bytes;
+      // A quarter of the window at a time: few requests, and the server never waits on one
+      // while the terminal keeps up.
+      if (taken - reported >= multiplexer.window / 4) {
+        reported = taken;
+        multiplexer.consumed(subscription, taken);
+      }
     },
   };
 }

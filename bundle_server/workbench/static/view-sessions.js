@@ -1,21 +1,21 @@
 // Sessions: the hosts that can be launched, and one terminal (xterm.js) per host session,
-// attached to its server-sent event stream: the replay first, then live output, byte-exact.
+// attached to its session stream (a subscription of the page's one multiplexed stream, see
+// api.js): the replay first, then live output, byte-exact.
 // The host kinds the project targets come first; the others wait behind "More host kinds". A
 // host kind that cannot be launched for want of its executable says what to do (the server's
 // HostAvailability `setup`): install the real CLI, or name another executable in dev.hosts.
-import { ApiError, connection, getJSON, postJSON, send } from "/assets/api.js";
+import { ApiError, followSession, getJSON, postJSON, send } from "/assets/api.js";
 import { emptyState, h, loadingState, replace } from "/assets/dom.js";
 import { FitAddon } from "/assets/addon-fit.mjs";
 import { Terminal } from "/assets/xterm.mjs";
 
 export const title = "Sessions";
 
-// Flow control as ttyd does it: bytes handed to xterm.js and not yet rendered are counted;
-// above HIGH the page stops reading the stream (TCP then stops the server, which stops reading
-// the PTY: the host blocks, as on a slow terminal), and reads again below LOW. So `yes` in a
-// session never buries the page under output it cannot paint.
-const HIGH = 512 * 1024;
-const LOW = 128 * 1024;
+// Flow control as ttyd does it, per session: the bytes xterm.js has taken in are reported
+// (`consumed`), and the server sends at most its window beyond them (then its queue fills and
+// stops reading the PTY: the host blocks, as on a slow terminal). So `yes` in a session never
+// buries the page under output it cannot paint, and never holds back another session's
+// output, which shares the connection.
 const RESIZE_DELAY_MS = 100;
 // Alt+Shift+Up: a combination a terminal program hardly ever needs (xterm sends ESC [1;4A).
 const LEAVE_KEYS_LABEL = "Alt+Shift+↑";
@@ -111,9 +111,8 @@ export function mount(container) {
     }
   }
   load();
-  // A browser opens at most six connections to one origin, and each running session's stream
-  // holds one per tab: a hidden tab lets go of its streams, and attaches again (replay first)
-  // when it is shown.
+  // A hidden tab lets go of its sessions' subscriptions (a tab nobody looks at must not pace a
+  // host's output to its throttled timers), and attaches again (replay first) when shown.
   function visibility() {
     for (const card of cards.values()) {
       if (document.hidden) card.suspend();
@@ -257,15 +256,15 @@ class SessionCard {
     const input = this.terminalBox.querySelector("textarea");
     if (input) input.setAttribute("aria-describedby", hintId);
     this.fit.fit();
-    this.pending = 0; // bytes handed to xterm.js, not yet rendered
     this.rendered = 0;
-    this.resume = null;
     this.input = "";
     this.sending = false;
-    this.controller = null;
+    this.stream = null; // the session's subscription, while attached and shown
+    this.resetting = false; // a reset waits in xterm's queue: output waits in `held`
+    this.held = [];
     this.disposed = false;
     this.attached = false;
-    this.suspended = false; // the tab is hidden: no stream until it is shown
+    this.suspended = false; // the tab is hidden: no subscription until it is shown
     this.ended = false; // the stream delivered `end`: the terminal holds everything
     this.render(session);
   }
@@ -293,8 +292,6 @@ class SessionCard {
   attach() {
     if (this.attached) return;
     this.attached = true;
-    const id = this.session.id;
-    this.path = `/api/sessions/${id}/stream`;
     this.terminal.onData((data) => this.type(data));
     this.terminal.onResize(({ cols, rows }) => this.resized(cols, rows));
     this.observer = new ResizeObserver(() => {
@@ -302,112 +299,74 @@ class SessionCard {
     });
     this.observer.observe(this.terminalBox);
     if (document.hidden) this.suspended = true;
-    else this.stream(this.path);
+    else this.subscribe();
   }
 
   suspend() {
     if (this.suspended || this.ended || !this.attached) return;
     this.suspended = true;
-    if (this.controller) this.controller.abort();
+    this.unsubscribe();
   }
 
   wake() {
     if (!this.suspended || this.disposed) return;
     this.suspended = false;
-    if (!this.ended) this.resetThen(() => this.stream(this.path));
-  }
-
-  async stream(path) {
-    // One attach at a time; a reconnect replays from the retained output, so the terminal is
-    // reset first and the replay paints it again.
-    this.controller = new AbortController();
-    try {
-      const response = await fetch(path, { signal: this.controller.signal });
-      if (!response.ok) {
-        this.onError(`session ${this.session.id}: HTTP ${response.status}`);
-        return;
-      }
-      const reader = response.body.getReader();
-      const decoder = new TextDecoder();
-      let buffer = "";
-      let ended = false;
-      for (;;) {
-        if (this.pending > HIGH) await new Promise((resolve) => (this.resume = resolve));
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += decoder.decode(value, { stream: true });
-        let end;
-        while ((end = buffer.indexOf("\n\n")) >= 0) {
-          const event = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          if (event.startsWith(":")) {
-            if (event.startsWith(": lagged")) {
-              // Cut for not reading: start again from the replay.
-              this.resetThen(() => this.stream(path));
-              return;
-            }
-            continue;
-          }
-          ended = this.dispatch(event) || ended;
-        }
-      }
-      this.ended = ended;
-      if (!ended && !this.disposed && !this.suspended && connection.state !== "signed-out") {
-        setTimeout(() => this.reattach(path), 1000);
-      }
-    } catch (caught) {
-      if (!this.disposed && !this.suspended) setTimeout(() => this.reattach(path), 1000);
+    if (!this.ended) {
+      this.reset();
+      this.subscribe();
     }
   }
 
-  reattach(path) {
-    if (this.disposed || this.suspended) return;
-    this.resetThen(() => this.stream(path));
-  }
-
-  resetThen(then) {
-    // The reset goes through xterm's write queue: bytes of the old stream still waiting there
-    // are parsed first, so none of them lands after the reset, on top of the replay.
-    this.terminal.write("", () => {
-      this.terminal.reset();
-      this.rendered = 0;
-      then();
+  subscribe() {
+    this.stream = followSession(this.session.id, {
+      onEvent: (name, data) => {
+        if (name === "output") this.write(decode(data.data));
+        else if (name === "state" || name === "end") {
+          this.render(data.session);
+          if (name === "end") this.ended = true;
+        }
+      },
+      // A fresh replay follows (a dropped connection, or cut for falling behind).
+      onRestart: () => this.reset(),
+      onError: (caught) => this.onError(`session ${this.session.id}: ${caught.message}`),
     });
   }
 
-  dispatch(event) {
-    let name = "message";
-    let data = "";
-    for (const line of event.split("\n")) {
-      if (line.startsWith("event: ")) name = line.slice(7);
-      else if (line.startsWith("data: ")) data += line.slice(6);
-    }
-    const payload = JSON.parse(data || "{}");
-    if (name === "output") {
-      this.write(decode(payload.data));
-    } else if (name === "state" || name === "end") {
-      this.render(payload.session);
-      return name === "end";
-    }
-    return false;
+  unsubscribe() {
+    if (this.stream) this.stream.close();
+    this.stream = null;
+  }
+
+  reset() {
+    // The reset goes through xterm's write queue: bytes of the old subscription still waiting
+    // there are parsed first, so none of them lands after the reset, on top of the replay;
+    // what arrives meanwhile waits until the reset is done.
+    this.resetting = true;
+    this.terminal.write("", () => {
+      this.terminal.reset();
+      this.rendered = 0;
+      this.resetting = false;
+      const held = this.held;
+      this.held = [];
+      for (const bytes of held) this.write(bytes);
+    });
   }
 
   write(bytes) {
     if (!bytes.length) return;
-    this.pending += bytes.length;
+    if (this.resetting) {
+      this.held.push(bytes);
+      return;
+    }
+    const stream = this.stream;
     // xterm.js decodes UTF-8 across writes itself: a character split between two frames is
     // joined, never shown as two replacement characters.
     this.terminal.write(bytes, () => {
-      this.pending -= bytes.length;
       // What xterm.js has taken in since the last (re)attach: tests and the throughput bench
       // read it from the page.
       this.rendered += bytes.length;
       this.element.dataset.renderedBytes = String(this.rendered);
-      if (this.resume && this.pending < LOW) {
-        const resume = this.resume;
-        this.resume = null;
-        resume();
-      }
+      if (stream && stream === this.stream) stream.consumed(bytes.length);
     });
   }
 
@@ -485,9 +444,8 @@ class SessionCard {
   dispose() {
     if (this.disposed) return;
     this.disposed = true;
-    if (this.controller) this.controller.abort();
+    this.unsubscribe();
     if (this.observer) this.observer.disconnect();
-    if (this.resume) this.resume();
     this.terminal.dispose();
     if (!this.session.id) this.element.remove();
   }
