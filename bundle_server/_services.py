@@ -255,6 +255,7 @@ def _mcp(server: DevServer) -> McpService:
         bridge=AsyncBridge(hosted=True),
         # After the invocations' reclaimer: their oldest events go first (mcp/apps.py).
         budget=server.budget,
+        root=project.root,  # the roots our MCP client declares
     )
     project.on_adopted(lambda: threading.Thread(target=service.retire, daemon=True).start())
     return service

@@ -29,7 +29,7 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, TextIO, cast
@@ -97,8 +97,11 @@ class McpConnection:
         connect_time: float,
         on_notification: Callable[[str, Any], None] = lambda method, params: None,
         on_end: Callable[[], None] = lambda: None,
+        callbacks: Mapping[str, Any] | None = None,
     ) -> None:
         self.launch = launch
+        # The sampling, elicitation and roots callbacks (client_requests.py): our capabilities.
+        self._callbacks = dict(callbacks or {})
         self._start = launch.resolved(artifact)
         self._cwd = launch.cwd(artifact)
         self._wire = wire
@@ -177,6 +180,7 @@ class McpConnection:
                         logging_callback=self._logged,
                         # The Workbench renders MCP Apps: a server may offer its UI resources.
                         extensions={APPS_EXTENSION: {"mimeTypes": [APP_MIME_TYPE]}},
+                        **self._callbacks,
                     )
                 )
                 result = await session.initialize()

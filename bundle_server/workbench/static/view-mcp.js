@@ -12,6 +12,8 @@
 import { ApiError, follow, getJSON, postJSON } from "/assets/api.js";
 import { mountApp } from "/assets/app-preview.js";
 import { h, replace } from "/assets/dom.js";
+import { givenArguments } from "/assets/mcp-replay.js";
+import { mountServerRequests } from "/assets/view-mcp-requests.js";
 
 export const title = "MCP";
 
@@ -361,12 +363,14 @@ export function mount(container, params) {
     tool: params.get("tool") || "",
     prompt: params.get("prompt") || "",
   };
+  const takeArguments = givenArguments(params); // Edit and replay's (mcp-replay.js), once
   let selection = 0;
   let tools = [];
   let prompts = [];
   let toolForm = null; // {tool, fields, whole, outcome box, ...}
   let preview = null; // the App preview of the last call of a tool with an App
 
+  const serverRequests = mountServerRequests(() => chosen.session); // view-mcp-requests.js
   const epochLine = h("span", { className: "muted" });
   const refresh = h("button", { type: "button", onclick: () => loadServers() }, "Refresh");
   const error = h("p", { className: "error", role: "alert" });
@@ -384,7 +388,7 @@ export function mount(container, params) {
       { className: "mcp-view" },
       h("div", { className: "toolbar" }, h("h2", {}, "MCP servers"), epochLine, refresh),
       error,
-      h("div", { className: "mcp-layout" }, serverList, h("div", {}, hint, panel)),
+      h("div", { className: "mcp-layout" }, serverList, h("div", {}, serverRequests.element, hint, panel)),
     ),
   );
 
@@ -701,7 +705,7 @@ export function mount(container, params) {
       tools = found.filter((tool) => isObject(tool) && typeof tool.name === "string");
       renderTools();
       if (chosen.tool) {
-        if (tools.some((tool) => tool.name === chosen.tool)) openTool(chosen.tool);
+        if (tools.some((tool) => tool.name === chosen.tool)) openTool(chosen.tool, takeArguments());
         else replace(toolPane, h("p", { className: "error" }, `The server lists no tool ${chosen.tool}.`));
       }
     } catch (caught) {
@@ -1094,7 +1098,7 @@ export function mount(container, params) {
           : h("li", { className: "muted" }, "The server lists no prompts."),
       );
       if (chosen.prompt) {
-        if (prompts.some((prompt) => prompt.name === chosen.prompt)) openPrompt(chosen.prompt);
+        if (prompts.some((prompt) => prompt.name === chosen.prompt)) openPrompt(chosen.prompt, takeArguments());
         else replace(promptPane, h("p", { className: "error" }, `The server lists no prompt ${chosen.prompt}.`));
       }
     } catch (caught) {
@@ -1104,7 +1108,7 @@ export function mount(container, params) {
     }
   }
 
-  function openPrompt(name) {
+  function openPrompt(name, values) {
     const prompt = prompts.find((candidate) => candidate.name === name);
     if (!prompt) return;
     chosen.prompt = name;
@@ -1122,6 +1126,7 @@ export function mount(container, params) {
           argument.required === true,
         ),
       );
+    if (values) for (const field of fields) field.write(values[field.name]);
     const messages = h("section", { className: "mcp-outcome", "aria-label": "Prompt messages", hidden: true });
     const get = h("button", { type: "submit" }, "Get");
     const form = h(
@@ -1217,6 +1222,7 @@ export function mount(container, params) {
       unmounted = true;
       clearTimeout(pending);
       events.close();
+      serverRequests.unmount();
       if (preview) preview.close();
     },
   };
