@@ -12,6 +12,8 @@ from typing import Any
 from _projects import config, write_project
 
 ASKING = '''
+import asyncio
+
 from pydantic import BaseModel, Field
 
 from mcp import types
@@ -63,6 +65,12 @@ def check(script: str) -> str:
     if script.count("(") != script.count(")"):
         raise ValueError("bad script: unbalanced parentheses")
     return "the script is fine"
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
 
 
 @server.tool()

@@ -7,8 +7,8 @@ Theory of operation:
   joins and explains (method, id, status), and the views read the body on demand
   (`GET /api/mcp/messages/{id}`, McpMessage). The trace stays small (an entry's details are
   bounded by trace-details-bytes), and a body is held once, here.
-- A message is kept as its compact JSON (encoded once, on the bridge's loop), so what it holds
-  is exactly what is charged, and no reference to the SDK's objects outlives the message.
+- A message is kept as its compact JSON, UTF-8 encoded (once, on the bridge's loop), so what it
+  holds is exactly what is charged, and no reference to the SDK's objects outlives the message.
 - A message above mcp-message-bytes is kept cut (`fit`): its longest strings are halved and
   marked with an ellipsis, then its longest lists shortened (a marker string says how many
   items went), until it fits; the record says `truncated` with the whole size. Never silent.
@@ -125,7 +125,7 @@ class Kept:
     direction: str
     size: int  # the whole message's encoded size
     truncated: bool
-    data: str  # the kept message, compact JSON
+    data: bytes  # the kept message, compact JSON, UTF-8
 
     @property
     def charge(self) -> int:
@@ -145,13 +145,13 @@ class MessageStore:
     def keep(self, session_id: str, direction: str, message: Any) -> dict[str, Any]:
         """Keep `message`; what its trace entry says of it: `messageId`, `messageBytes`, and
         `truncated` when it was cut."""
-        whole = compact(message)
-        size = len(whole.encode())
+        data = compact(message).encode()
+        size = len(data)
         truncated = False
         if size > message_limit():
             cut, truncated = fit(message, message_limit())
-            whole = compact(cut)
-        kept = Kept(session_id, direction, size, truncated, whole)
+            data = compact(cut).encode()
+        kept = Kept(session_id, direction, size, truncated, data)
         message_id = new_id(self._pattern)
         with self._lock:
             self._kept[message_id] = kept

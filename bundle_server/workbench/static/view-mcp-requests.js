@@ -210,14 +210,13 @@ export function mountServerRequests(sessionOf) {
     }
   }
 
-  /** The launch to list first: the view's session, else the active epoch's first launch (any
-   * list says where the trace is, and a request of any session shows). */
+  /** The launch to list first: the view's session when it is one of the active epoch, else
+   * the first launch (any list says where the trace is; a request of any session shows). */
   async function firstSession() {
-    const chosen = sessionOf();
-    if (chosen) return chosen;
     const listed = await getJSON("/api/mcp/servers");
-    const launches = listed.servers.flatMap((server) => server.launches);
-    return launches.length ? launches[0].launchId : "";
+    const launches = listed.servers.flatMap((server) => server.launches.map((launch) => launch.launchId));
+    const chosen = sessionOf();
+    return launches.includes(chosen) ? chosen : launches[0] || "";
   }
 
   (async () => {

@@ -7,7 +7,6 @@ const OVERSCAN = 6;
 // A fitted column is as wide as its widest text (the font is monospace: a width in `ch`), but
 // never wider than this: one long value must not push the flexible column out of view.
 const FIT_MAX = 48;
-const FIT_PAD = 2; // the cell's padding, in ch
 let tables = 0;
 
 const textOf = (value) =>
@@ -106,11 +105,23 @@ export class VirtualTable {
       }
     }
     this.scanned = items.length;
-    const template = widths.map((w, c) => (w === "fit" ? `${fitted[c] + FIT_PAD}ch` : w)).join(" ");
+    const pad = this.padding();
+    const template = widths.map((w, c) => (w === "fit" ? `calc(${fitted[c]}ch + ${pad}px)` : w)).join(" ");
     if (template === this.template) return;
     this.template = template;
     this.head.style.gridTemplateColumns = template;
     for (const row of this.rows) row.style.gridTemplateColumns = template;
+  }
+
+  /** A cell's horizontal padding in px (the stylesheet's), and a pixel for rounding. */
+  padding() {
+    if (this.pad === undefined) {
+      const style = getComputedStyle(this.head.firstChild);
+      const found = parseFloat(style.paddingLeft) + parseFloat(style.paddingRight);
+      if (!Number.isFinite(found)) return 17; // not in the page yet: the stylesheet's 8px each side
+      this.pad = found + 1;
+    }
+    return this.pad;
   }
 
   /** Fill the rows in view again, their items' cells having changed. */
