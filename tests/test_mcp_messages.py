@@ -235,3 +235,22 @@ def test_the_roots_are_the_project_directory(
     outcome = call(client, session, "roots")
     said = outcome["result"]
     assert said.get("structuredContent", {}).get("result") == [server.project.root.as_uri()], said
+
+
+def test_a_server_run_with_a_model_script_answers_sampling_by_it(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    root = tmp_path_factory.mktemp("mcp-scripted")
+    script = {"turns": [{"text": "indigo"}], "finalText": "no more turns"}
+    with kit_server(root, asking_project(root), model_script=script) as scripted:
+        client = Client(scripted.port, scripted.session_token)
+        [asking] = client.request("GET", "/api/mcp/servers").json()["servers"]
+        session = asking["launches"][0]["launchId"]
+        first = call(client, session, "ask_model", question="Colour?")
+        assert text_of(first) == "model said: indigo"
+        assert text_of(call(client, session, "ask_model", question="Again?")) == (
+            "model said: no more turns"
+        )
+        replay = client.request("GET", "/api/trace?after=0").json()["entries"]
+        answered = [e for e in replay if e["kind"] == "mcp.server-request"]
+        assert [e["details"]["by"] for e in answered] == ["model script"] * 2

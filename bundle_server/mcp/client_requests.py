@@ -17,6 +17,9 @@ Theory of operation (all of it on the bridge's asyncio loop, so no lock):
 - An elicitation's accepted content must match its `requestedSchema` (BX1004 otherwise, the
   request still pending); a sampling request accepted without `text` is BX1004 too.
 - URL-mode elicitation is declined: the Workbench shows forms, not other sites.
+- A server run with a model script (`bundle-server --model-script`) answers sampling requests
+  by that script at once, one scripted model per MCP session (as each host session has its
+  own): its turns' texts in order, then its `finalText`. Nothing waits for the user then.
 """
 
 from __future__ import annotations
@@ -38,10 +41,13 @@ from mcp.types.jsonrpc import INVALID_REQUEST
 from bundle_contract._generated.errors import InvalidRequest, RouteNotFound
 from bundle_contract._spec import get_spec
 from bundle_server._ids import new_id
+from bundle_server.model.neutral import Message, ModelRequest, Text
+from bundle_server.model.script import ScriptStepper
 
 Publish = Callable[[str, str, dict[str, str], Any], None]
 USER_DECLINED = -1  # the JSON-RPC error code of a sampling request the user did not answer
 SAMPLING_MODEL = "bundle-workbench-user"  # the `model` a sampling answer says it came from
+SCRIPTED_MODEL = "bundle-scripted-model"  # ... when the model script answered it
 
 
 @cache
@@ -84,9 +90,16 @@ class Pending:
 class ServerRequests:
     """The servers' pending requests of every session of one server (module docstring)."""
 
-    def __init__(self, publish: Publish, root: Path | None = None) -> None:
+    def __init__(
+        self,
+        publish: Publish,
+        root: Path | None = None,
+        script: Mapping[str, Any] | None = None,
+    ) -> None:
         self._publish = publish
         self._root = root
+        self._script = script
+        self._models: dict[str, ScriptStepper] = {}  # MCP session -> its scripted model
         self._pending: dict[str, Pending] = {}
         self._pattern = get_spec().schemas["McpServerRequestId"]["pattern"]
 
@@ -96,6 +109,8 @@ class ServerRequests:
         async def sampling(
             context: ClientRequestContext, params: types.CreateMessageRequestParams
         ) -> types.CreateMessageResult | types.ErrorData:
+            if self._script is not None:
+                return self._scripted(session_id, params)
             body = await self._ask(session_id, "sampling/createMessage", dumped(params))
             if body is None or body["action"] != "accept":
                 why = "expired" if body is None else body["action"]
@@ -133,6 +148,34 @@ class ServerRequests:
             "elicitation_callback": elicitation,
             "list_roots_callback": roots,
         }
+
+    def _scripted(
+        self, session_id: str, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        """The model script's answer to a sampling request (see the module docstring)."""
+        model = self._models.get(session_id)
+        if model is None:
+            assert self._script is not None
+            model = self._models[session_id] = ScriptStepper(self._script)
+        messages = tuple(
+            Message(m.role, (Text(m.content.text),))
+            for m in params.messages
+            if isinstance(m.content, types.TextContent)
+        )
+        request = ModelRequest("mcp-sampling", "", messages, params.system_prompt or "")
+        reply = model.answer(request)
+        self._publish(
+            "mcp.server-request",
+            "sampling/createMessage answered by the model script",
+            {"mcpSessionId": session_id},
+            {"method": "sampling/createMessage", "state": "answered", "by": "model script"},
+        )
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=reply.text),
+            model=SCRIPTED_MODEL,
+            stop_reason="endTurn",
+        )
 
     async def _ask(
         self, session_id: str, method: str, params: dict[str, Any]

@@ -306,6 +306,7 @@ class McpService:
         bridge: AsyncBridge | None = None,
         budget: RetentionBudget | None = None,
         root: Path | None = None,
+        model_script: Mapping[str, Any] | None = None,
     ) -> None:
         self._active_epoch = active_epoch
         self._epochs = epochs
@@ -317,8 +318,9 @@ class McpService:
         budget = budget or RetentionBudget()
         self.messages = MessageStore(budget)
         self.apps = AppBindings(budget)
-        # The servers' requests to our client (roots: the project's directory `root`).
-        self.requests = ServerRequests(self.publish, root)
+        # The servers' requests to our client (roots: the project's directory `root`; sampling
+        # answered by the model script, when the server runs with one).
+        self.requests = ServerRequests(self.publish, root, model_script)
         # On the bridge's loop only: launch id -> its connection, and the opening locks.
         self._connections: dict[str, McpConnection] = {}
         self._opening: dict[str, asyncio.Lock] = {}
