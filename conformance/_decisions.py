@@ -172,7 +172,7 @@ DECISIONS: dict[str, Decision] = {
             " (`method`, `mcpRequestId`, `durationMs`, `result` or `error`), McpOperation.json's"
             " other members (lists, resources/read, prompts/get, completion/complete, ping),"
             " entries of kind mcp.request and mcp.response or mcp.error with `details.jsonrpcId`"
-            " and `details.method` within mcp-message-bytes and the outcome's mcpRequestId in"
+            " and `details.method` within trace-details-bytes and the outcome's mcpRequestId in"
             " their correlation, links /mcp?session=&tool= or &prompt=, hostAdoption.hosts",
             "launch groups are found wherever the body lists them, an operation is judged to"
             " answer 200 with a JSON object, a call's entries are those carrying its"
