@@ -21,6 +21,7 @@ Theory of operation:
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections import OrderedDict
@@ -31,7 +32,7 @@ from typing import Any
 from bundle_contract._generated.errors import RouteNotFound
 from bundle_contract._spec import get_spec
 from bundle_server._budget import RetentionBudget
-from bundle_server._ids import new_id
+from bundle_server._ids import id_shape, new_id
 
 # What one kept message costs besides its JSON (the record, the dict entry): charged too, so
 # that a flood of tiny messages is bounded by the budget as well as by the count.
@@ -138,7 +139,16 @@ class MessageStore:
     def __init__(self, budget: RetentionBudget | None = None) -> None:
         self._lock = threading.Lock()
         self._kept: OrderedDict[str, Kept] = OrderedDict()
-        self._pattern = get_spec().schemas["McpMessageId"]["pattern"]
+        # Ids: a random half for this store, then a counter. Every message gets one,
+        # on the hot path of every call, and a random id per message cost more than the rest of
+        # keeping it; they need to be unique and of the id's shape, not unguessable (the routes
+        # are the session's).
+        pattern = get_spec().schemas["McpMessageId"]["pattern"]
+        self._prefix, length = id_shape(pattern)
+        self._half = length - length // 2
+        self._prefix += new_id(pattern)[len(self._prefix) :][: length // 2]
+        self._numbers = itertools.count()
+        self._counter = f"0{self._half}x"
         self._budget = budget or RetentionBudget()
         self._budget.add_reclaimer(self._reclaim)
 
@@ -152,7 +162,8 @@ class MessageStore:
             cut, truncated = fit(message, message_limit())
             data = compact(cut).encode()
         kept = Kept(session_id, direction, size, truncated, data)
-        message_id = new_id(self._pattern)
+        # Hexadecimal digits are of the id's alphabet ([0-9a-z]) and the fastest to write.
+        message_id = self._prefix + format(next(self._numbers), self._counter)[-self._half :]
         with self._lock:
             self._kept[message_id] = kept
             self._budget.charge(kept.charge)
