@@ -12,6 +12,7 @@ text; a call's correlated entries are its own; no trace column but the summary c
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -125,11 +126,18 @@ def test_a_request_row_settles_when_its_response_arrives_in_trace_and_protocol(
     cells = trace_row(tab, request).get_by_role("gridcell")
     expect(cells.nth(4)).to_have_text("ok")
     expect(cells.nth(6)).not_to_have_text("")
+    # The status filter sees the settled status too.
+    tab.goto(f"{server.url}/trace?source=mcp&status=ok")
+    expect(tab.locator(".trace-view")).to_have_attribute("data-ready", "true")
+    expect(trace_row(tab, request)).to_have_count(1)
+    tab.goto(f"{server.url}/trace?source=mcp&status=running")
+    expect(tab.locator(".trace-view")).to_have_attribute("data-ready", "true")
+    expect(trace_row(tab, request)).to_have_count(0)
 
 
 def trace_row(tab: Page, sequence: int) -> Locator:
     return tab.locator(".trace-table .vt-body [role=row]").filter(
-        has=tab.locator("[role=gridcell]:first-child", has_text=str(sequence))
+        has=tab.locator("[role=gridcell]:first-child", has_text=re.compile(f"^{sequence}$"))
     )
 
 

@@ -140,14 +140,19 @@ export function mount(container, params) {
       if (push) history.pushState(null, "", url);
       else history.replaceState(null, "", url);
     }
-    const keep = table.selectedItem;
-    shown = [];
-    for (let i = 0; i < admitted; i++) if (matches(filter, all[i])) shown.push(all[i]);
-    table.selected = -1;
-    table.update(shown, { follow: true });
-    if (keep) table.selectItem(keep);
+    refilter(true);
     view.dataset.filtered = String(!isEmpty(filter));
     showCounts();
+  }
+
+  /** Derive the shown items from the filter again, keeping the selection. */
+  function refilter(follow) {
+    const keep = table.selectedItem;
+    shown = [];
+    for (let i = 0; i < admitted; i++) if (matches(filter, all[i], settlements.status(all[i]))) shown.push(all[i]);
+    table.selected = -1;
+    table.update(shown, { follow });
+    if (keep) table.selectItem(keep);
   }
 
   function setPaused(value) {
@@ -211,14 +216,16 @@ export function mount(container, params) {
     const atEnd = table.atEnd;
     trim();
     if (!paused) admit(atEnd);
-    // A response changes its request's row (status, ms): the rows in view are filled again.
-    // (The fitted widths already saw those values: the response's own row has them.)
-    if (settled) table.repaint();
+    // A response changes its request's row (status, ms): the rows in view are filled again
+    // (the fitted widths already saw those values: the response's own row has them), and a
+    // status filter is applied again (the request may pass it now, or no longer).
+    if (settled && filter.status) refilter(atEnd);
+    else if (settled) table.repaint();
     showCounts();
   }
 
   function admit(atEnd) {
-    for (let i = admitted; i < all.length; i++) if (matches(filter, all[i])) shown.push(all[i]);
+    for (let i = admitted; i < all.length; i++) if (matches(filter, all[i], settlements.status(all[i]))) shown.push(all[i]);
     admitted = all.length;
     table.update(shown, { follow: atEnd });
   }
