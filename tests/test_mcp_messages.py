@@ -172,6 +172,18 @@ def test_an_elicitation_waits_for_the_users_content_which_must_fit_its_schema(
     assert answered["request"]["state"] == "answered"
     assert answered["request"]["action"] == "accept"
     assert text_of(result()) == "Rex the dog, 3, friendly=True"
+    # Our answer is traced as the server's request's response, with its body.
+    replay = client.request("GET", "/api/trace?after=0").json()["entries"]
+    [ours] = [
+        e
+        for e in replay
+        if e.get("details", {}).get("direction") == "out"
+        and e["kind"] == "mcp.response"
+        and e["correlation"].get("mcpSessionId") == session
+        and message(client, e["details"]["messageId"])["message"].get("result", {}).get("content")
+        == {"name": "Rex", "age": 3}
+    ]
+    assert ours["status"] == "ok"
     status, again = answer(client, session, request_id, {"action": "decline"})
     assert (status, again["error"]["code"]) == (404, "BX1001")
 

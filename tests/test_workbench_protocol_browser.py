@@ -213,6 +213,14 @@ def test_an_elicitation_is_answered_from_a_form_made_from_its_schema(
     expect(asked).to_have_count(0)
     result = tab.locator(".mcp-tool section.mcp-outcome")
     expect(result).to_contain_text("Rex the dog, 3, friendly=True", timeout=FIRST)
+    # In the protocol view, the server's request settles with our answer, whose body is shown.
+    protocol(tab, server, session)
+    asked_row = tab.locator('tr[data-kind="mcp.request"][data-method="elicitation/create"]').last
+    expect(asked_row.locator(".state")).to_have_text("ok")
+    answers = tab.locator('tr.protocol-row[data-kind="mcp.response"]').filter(has_text="→ out")
+    sequence = int(answers.last.get_attribute("data-sequence") or 0)
+    content = json.loads(opened(tab, sequence).get_by_label("Result JSON").inner_text())
+    assert content == {"action": "accept", "content": {"name": "Rex", "age": 3, "friendly": True}}
 
 
 def test_a_sampling_request_is_answered_with_the_users_text(

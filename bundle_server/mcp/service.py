@@ -173,13 +173,16 @@ class SessionWire:
                 {"direction": "out", "method": method} | kept,
                 href=self._protocol,
             )
-        else:  # our answer to a server's request
+        else:  # our answer to a server's request: an error, or a result
+            failed = isinstance(message.get("error"), dict)
             self._publish(
-                "mcp.response",
-                f"{self._launch.server}: answer to request {message.get('id')}",
+                "mcp.error" if failed else "mcp.response",
+                f"{self._launch.server}: answer to request {message.get('id')}"
+                + (" (an error)" if failed else ""),
                 self._correlation(None, None),
                 {"direction": "out", "jsonrpcId": message.get("id")} | kept,
                 href=self._protocol,
+                status="error" if failed else "ok",
             )
 
     def received(self, message: dict[str, Any], exchange: Exchange | None) -> None:

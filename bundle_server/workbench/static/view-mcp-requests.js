@@ -32,7 +32,8 @@ function field(requestId, name, schema, required) {
     if (schema.default !== undefined) control.value = String(schema.default);
   }
   control.name = name;
-  if (required) control.required = true;
+  // A required checkbox would have to be ticked: false is an answer too.
+  if (required && kind !== "boolean") control.required = true;
   const label = schema.title || name;
   const element = h(
     "div",

@@ -12,7 +12,7 @@ import { h, replace, time } from "/assets/dom.js";
 import { isErrorEntry, messageView } from "/assets/mcp-message.js";
 import { editHref, replay, replayable } from "/assets/mcp-replay.js";
 import { correlationHref } from "/assets/trace-filter.js";
-import { Settlements } from "/assets/trace-join.js";
+import { Settlements, keyOf } from "/assets/trace-join.js";
 
 export const title = "MCP protocol";
 
@@ -74,7 +74,7 @@ export function mount(container, params) {
   const incoming = [];
   const expanded = new Set(); // sequences whose details row is open
   const settlements = new Settlements();
-  const waiting = new Map(); // mcpRequestId -> the cells of its request's row, until it settles
+  const waiting = new Map(); // join key -> the cells of its request's row, until it settles
   let query = "";
 
   const heading = h("h2", {}, "Protocol messages");
@@ -168,7 +168,7 @@ export function mount(container, params) {
       ms,
       h("td", { className: "summary" }, entry.summary, replayable(entry) ? actions(entry) : null),
     );
-    const id = entry.correlation && entry.correlation.mcpRequestId;
+    const id = entry.kind === "mcp.request" ? keyOf(entry) : null;
     if (status === "running" && id) waiting.set(id, { row, state, ms });
     return [row, extra];
   }
