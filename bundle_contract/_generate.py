@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bundle_contract._spec import Spec, get_spec, plain
+from bundle_contract._spec import Spec, load_spec, plain
 
 GENERATED = Path(__file__).with_name("_generated")
 HEADER = '"""Generated from spec/ by `python -m bundle_contract generate`. Do not edit."""\n'
@@ -303,6 +303,14 @@ def _output_parts(rows: Any, family: str) -> dict[str, object]:
     return parts
 
 
+def spec_digest_module(spec: Spec) -> str:
+    return (
+        '"""The digest of the spec files `bundle-contract generate` checked (see _spec.py)."""\n'
+        "\n"
+        f"CHECKED = {json.dumps(spec.digest)}\n"
+    )
+
+
 MODULES: dict[str, Callable[[Spec], str]] = {
     "errors.py": errors_module,
     "hook_results.py": hook_results_module,
@@ -311,12 +319,14 @@ MODULES: dict[str, Callable[[Spec], str]] = {
     "runtime.py": runtime_module,
     "commands.py": commands_module,
     "hook_io.py": hook_io_module,
+    "spec_digest.py": spec_digest_module,
 }
 
 
 def generate(check: bool = False) -> list[str]:
-    """Write (or with `check`, compare) every generated module; returns the stale ones."""
-    spec = get_spec()
+    """Write (or with `check`, compare) every generated module; returns the stale ones.
+    The spec is checked whatever its digest: this is where the digest is recorded."""
+    spec = load_spec(check=True)
     stale = []
     for name, build in MODULES.items():
         path = GENERATED / name

@@ -4,10 +4,18 @@ Theory of operation: every table of spec/ is read once, checked against its meta
 spec/meta/ and against the other tables (cross-references), and frozen into pyrsistent values.
 A broken table raises `SpecError` naming the file and the row at fault, so a typo in a TOML
 file fails at import time of the first consumer, never later at request time.
+
+The checks (every table against its meta-schema, then the cross-references) cost more than
+reading the files, in every process that loads the spec. So `bundle-contract generate`, which
+always checks, records the digest of the files it checked (`_generated/spec_digest.py`), and a
+load whose files have that digest skips them: the same bytes were checked already. Any edit
+changes the digest and brings the checks back, and `generate --check` (a test) keeps the
+record current.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -59,6 +67,7 @@ class Spec:
     tables: PMap[str, Any]
     schemas: PMap[str, Any]
     meta: PMap[str, Any]
+    digest: str = ""  # sha256 of the files read (see the module docstring)
 
     def rows(self, table: str, key: str) -> PVector[Any]:
         """The rows of one array-of-tables, e.g. `rows("errors", "error")`."""
@@ -128,19 +137,28 @@ def row_label(table: str, key: str, index: int, row: Mapping[str, Any]) -> str:
     return f"{table}.toml: {key}[{index}]"
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_toml(path: Path, digest: Any) -> dict[str, Any]:
     import tomllib  # here, not at the top: hook-time users of Spec never read TOML
 
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raw = path.read_bytes()
+        digest.update(_framed(path, raw))
+        return tomllib.loads(raw.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SpecError([f"{path.name}: {exc}"]) from exc
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _framed(path: Path, raw: bytes) -> bytes:
+    """A file's part of the spec digest: its name and length, then its bytes (so no two
+    different sets of files give the same stream)."""
+    return f"{path.parent.name}/{path.name}\0{len(raw)}\0".encode() + raw
+
+
+def _read_json(path: Path, digest: Any) -> dict[str, Any]:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
+        digest.update(_framed(path, raw))
+        document = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise SpecError([f"{path.parent.name}/{path.name}: {exc}"]) from exc
     if not isinstance(document, dict):
@@ -174,25 +192,50 @@ def _meta_problems(tables: Mapping[str, Any], meta: Mapping[str, dict[str, Any]]
             yield f"{where}: {field + ': ' if field else ''}{error.message}"
 
 
-def load_spec(root: Path | None = None) -> Spec:
-    """Read, check and freeze spec/. Raises `SpecError` listing every problem found."""
+def checked_digest() -> str | None:
+    """The digest of the spec files `bundle-contract generate` last checked, if recorded."""
+    try:
+        from bundle_contract._generated.spec_digest import CHECKED
+    except ImportError:
+        return None
+    return CHECKED
+
+
+def load_spec(root: Path | None = None, *, check: bool | None = None) -> Spec:
+    """Read, check and freeze spec/. Raises `SpecError` listing every problem found.
+
+    `check`: True always checks; None (the default) skips the checks of files whose digest is
+    the one generation checked (see the module docstring); False never checks."""
     root = root or spec_root()
-    tables = {name: _read_toml(root / f"{name}.toml") for name in TABLES}
+    digest = hashlib.sha256()
+    tables = {name: _read_toml(root / f"{name}.toml", digest) for name in TABLES}
     meta = {
-        path.name.removesuffix(".schema.json"): _read_json(path)
+        path.name.removesuffix(".schema.json"): _read_json(path, digest)
         for path in sorted((root / "meta").glob("*.schema.json"))
     }
-    schemas = {path.stem: _read_json(path) for path in sorted((root / "schemas").glob("*.json"))}
-    problems = list(_meta_problems(tables, meta))
-    if problems:
-        raise SpecError(problems)
-    spec = Spec(root=root, tables=freeze(tables), schemas=freeze(schemas), meta=freeze(meta))
-    # Imported late: the checks read the frozen Spec this module defines.
-    from bundle_contract._spec_checks import cross_reference_problems
+    schemas = {
+        path.stem: _read_json(path, digest) for path in sorted((root / "schemas").glob("*.json"))
+    }
+    if check is None:
+        check = digest.hexdigest() != checked_digest()
+    if check:
+        problems = list(_meta_problems(tables, meta))
+        if problems:
+            raise SpecError(problems)
+    spec = Spec(
+        root=root,
+        tables=freeze(tables),
+        schemas=freeze(schemas),
+        meta=freeze(meta),
+        digest=digest.hexdigest(),
+    )
+    if check:
+        # Imported late: the checks read the frozen Spec this module defines.
+        from bundle_contract._spec_checks import cross_reference_problems
 
-    problems = list(cross_reference_problems(spec))
-    if problems:
-        raise SpecError(problems)
+        problems = list(cross_reference_problems(spec))
+        if problems:
+            raise SpecError(problems)
     return spec
 
 

@@ -41,7 +41,6 @@ from bundle_contract._error_bases import ContractError
 from bundle_contract._generated.errors import ServiceUnavailable, SessionServiceUnavailable
 from bundle_contract._spec import get_spec
 from bundle_server.agent.endpoint import AgentEndpoint
-from bundle_server.agent.tools import agent_server
 from bundle_server.invocations.service import InvocationService
 from bundle_server.logs.hub import LogHub
 from bundle_server.mcp.bridge import AsyncBridge
@@ -272,6 +271,10 @@ def _agent(server: DevServer) -> AgentEndpoint | None:
     once the MCP loop runs."""
     if not server.agent_api:
         return None
+    # The agent server's tools import the MCP SDK's server side: only a server asked for an
+    # agent endpoint pays for it.
+    from bundle_server.agent.tools import agent_server
+
     project = server.services.get(ProjectLoop)
     tools = agent_server(
         hub=server.hub,

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bundle_contract._spec import TABLES, Spec, SpecError, load_spec, spec_root
+from bundle_contract import _spec
+from bundle_contract._spec import TABLES, Spec, SpecError, checked_digest, load_spec, spec_root
 
 Edit = Callable[[str, str, str], None]
 
@@ -40,6 +41,24 @@ def test_seed_counts(spec: Spec) -> None:
         "AB8256", "AB8022", "AB8260", "AB8261", "AB8262", "AB8263", "AB8264", "AB8265",
         "AB8266", "AB7014", "AB4751", "AB7001", "AB6018",
     }  # fmt: skip
+
+
+def test_the_checked_digest_is_the_spec_s_and_only_those_bytes_skip_the_checks(
+    spec: Spec, spec_copy: Path, edit: Edit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Generation recorded the digest of these very files (`generate --check` keeps it so).
+    assert spec.digest == checked_digest()
+    assert load_spec(spec_copy).digest == spec.digest  # a copy of the same bytes
+    edit("errors.toml", 'http_status = 404\ncondition = "session id', 'condition = "session id')
+    with pytest.raises(SpecError):
+        load_spec(spec_copy)  # edited: another digest, so checked
+    broken = load_spec(spec_copy, check=False)
+    # Were the broken bytes the ones generation checked, they would load unchecked; asked to
+    # check, they never do.
+    monkeypatch.setattr(_spec, "checked_digest", lambda: broken.digest)
+    assert load_spec(spec_copy).digest == broken.digest
+    with pytest.raises(SpecError):
+        load_spec(spec_copy, check=True)
 
 
 def test_meta_schema_failure_names_file_and_row(spec_copy: Path, edit: Edit) -> None:

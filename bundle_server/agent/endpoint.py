@@ -25,16 +25,15 @@ import os
 import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
-from typing import Any
-
-import uvicorn
-from mcp.server.mcpserver import MCPServer
-from mcp.server.transport_security import TransportSecuritySettings
+from typing import TYPE_CHECKING, Any
 
 from bundle_contract._generated.errors import AgentTokenInvalid
 from bundle_contract._spec import get_spec
 from bundle_server.mcp.bridge import AsyncBridge
 from bundle_server.receipts.endpoint_file import file_mode, remove_if_ours, write_json_atomic
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -93,6 +92,11 @@ class AgentEndpoint:
     """The running agent endpoint (see the module docstring)."""
 
     def __init__(self, bridge: AsyncBridge, server: MCPServer, token: str, project_root: Path):
+        # uvicorn and the SDK's server side load here, when an endpoint is asked for: a server
+        # without one (the default) never imports them (see `_services._agent`).
+        import uvicorn
+        from mcp.server.transport_security import TransportSecuritySettings
+
         self._bridge = bridge
         self._token = token
         self._project_root = project_root

@@ -37,7 +37,7 @@ _EXPORTS = {
     "Runner": "runner",
     "Suite": "suite",
     "Trial": "trial",
-    "compare_evals": "_api",
+    "compare_evals": "compare",
     "create_eval_harness": "_api",
     "create_host_b_eval_harness": "_api",
     "load_suite": "suite",
@@ -79,13 +79,13 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # the same names, for type checkers; a test holds both lists equal
     from bundle_server.evals._api import (
-        compare_evals,
         create_eval_harness,
         create_host_b_eval_harness,
         run_evals,
         run_host_a_trial,
         run_host_b_trial,
     )
+    from bundle_server.evals.compare import compare_evals
     from bundle_server.evals.harness import EvalHarness
     from bundle_server.evals.progress import Progress
     from bundle_server.evals.runner import LocalRunner, Runner

@@ -1,18 +1,15 @@
-"""The evaluation API that `bundle_server.evals` exports: harnesses, trials, runs, comparisons
+"""The evaluation API that `bundle_server.evals` exports: harnesses, trials and runs
 (see the package docstring)."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from bundle_server.evals.compare import compare_runs
 from bundle_server.evals.harness import EvalHarness
 from bundle_server.evals.progress import Progress
-from bundle_server.evals.rundir import project_of, read_run, run_file
+from bundle_server.evals.rundir import project_of
 from bundle_server.evals.runner import Runner
 from bundle_server.evals.suite import load_suite
 
@@ -102,27 +99,3 @@ def run_evals(
             progress=progress,
             formats=formats,
         )
-
-
-def compare_evals(
-    a: PathLike,
-    b: PathLike,
-    *,
-    out: PathLike | None = None,
-    arm: str = "with",
-    alpha: float = 0.05,
-) -> dict[str, Any]:
-    """Run `b` against run `a` (directories or run.json files): EvalComparison, also written
-    to `out` when given."""
-    a_path, b_path = run_file(a), run_file(b)
-    comparison = compare_runs(
-        read_run(a_path),
-        read_run(b_path),
-        a_path=str(a_path),
-        b_path=str(b_path),
-        arm=arm,
-        alpha=alpha,
-    )
-    if out is not None:
-        Path(out).write_text(json.dumps(comparison, indent=1) + "\n", encoding="utf-8")
-    return comparison

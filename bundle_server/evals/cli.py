@@ -64,7 +64,7 @@ def _hosts() -> Sequence[str]:
 
 
 def _models() -> Sequence[str]:
-    from bundle_server.evals.harness import MODELS
+    from bundle_server.evals.vocabulary import MODELS
 
     return MODELS
 

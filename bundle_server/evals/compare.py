@@ -19,9 +19,13 @@ pooling all trials would not.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from bundle_server.evals.rundir import read_run, run_file
 from bundle_server.evals.stats import DIGITS, fisher_exact, fisher_floor, sign_test
 from bundle_server.evals.vocabulary import LABELS
 
@@ -126,3 +130,27 @@ def _label(p_value: float, a_rate: float, b_rate: float, alpha: float, threshold
         return "fixed" if b_rate > a_rate else "regressed"
     # The unrounded rate: rounding could lift a rate just under the threshold to it.
     return "still passing" if b_rate >= threshold else "still failing"
+
+
+def compare_evals(
+    a: str | os.PathLike[str],
+    b: str | os.PathLike[str],
+    *,
+    out: str | os.PathLike[str] | None = None,
+    arm: str = "with",
+    alpha: float = 0.05,
+) -> dict[str, Any]:
+    """Run `b` against run `a` (directories or run.json files): EvalComparison, also written
+    to `out` when given."""
+    a_path, b_path = run_file(a), run_file(b)
+    comparison = compare_runs(
+        read_run(a_path),
+        read_run(b_path),
+        a_path=str(a_path),
+        b_path=str(b_path),
+        arm=arm,
+        alpha=alpha,
+    )
+    if out is not None:
+        Path(out).write_text(json.dumps(comparison, indent=1) + "\n", encoding="utf-8")
+    return comparison

@@ -61,13 +61,11 @@ from bundle_server.evals.runner import LocalRunner, Runner
 from bundle_server.evals.stats import summarize
 from bundle_server.evals.suite import Suite, load_suite
 from bundle_server.evals.trial import Trial, TrialEnv, run_trial
-from bundle_server.evals.vocabulary import ARMS
+from bundle_server.evals.vocabulary import ARMS, MODELS
 
 EPOCH_KEYS = ("configDigest", "modelDigest", "targetDigests")
 BUNDLE_KEYS = (*EPOCH_KEYS, "manifestDigest")  # what a resumed run must find unchanged
 NO_EPOCH = "none"
-# Whose model trials run against: the host's own, or each case's script (bundle_server.model).
-MODELS = ("host", "scripted")
 
 
 class EvalHarness:

@@ -1,6 +1,6 @@
 """The words of evaluation records, read from their schemas (spec/schemas/Eval*.json) so that
-code and contract cannot drift: the arms, a trial's statuses, a comparison's labels, and the
-hosts a trial can run."""
+code and contract cannot drift: the arms, a trial's statuses, a comparison's labels, whose model
+trials run against, and the hosts a trial can run."""
 
 from __future__ import annotations
 
@@ -18,4 +18,6 @@ def schema(name: str) -> Mapping[str, Any]:
 ARMS: tuple[str, ...] = tuple(schema("EvalSuite.json")["$defs"]["arm"]["enum"])
 STATUSES: tuple[str, ...] = tuple(schema("EvalTrial.json")["properties"]["status"]["enum"])
 LABELS: tuple[str, ...] = tuple(schema("EvalComparison.json")["$defs"]["label"]["enum"])
+# Whose model trials run against: the host's own, or each case's script (bundle_server.model).
+MODELS: tuple[str, ...] = tuple(schema("EvalRun.json")["properties"]["model"]["enum"])
 SESSION_HOSTS: tuple[str, ...] = tuple(schema("Vocabulary.json")["$defs"]["sessionHost"]["enum"])

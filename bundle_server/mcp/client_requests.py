@@ -17,6 +17,8 @@ Theory of operation (all of it on the bridge's asyncio loop, so no lock):
 - An elicitation's accepted content must match its `requestedSchema` (BX1004 otherwise, the
   request still pending); a sampling request accepted without `text` is BX1004 too.
 - URL-mode elicitation is declined: the Workbench shows forms, not other sites.
+- The SDK (and the model script's stepper) load with the first session's callbacks, not with
+  the server: a server that speaks to no MCP server never imports them.
 - A server run with a model script (`bundle-server --model-script`) answers sampling requests
   by that script at once, one scripted model per MCP session (as each host session has its
   own): its turns' texts in order, then its `finalText`. Nothing waits for the user then.
@@ -30,19 +32,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-from mcp import types
-from mcp.client.session import ClientRequestContext
-from mcp.types.jsonrpc import INVALID_REQUEST
+from typing import TYPE_CHECKING, Any
 
 from bundle_contract._generated.errors import InvalidRequest, RouteNotFound
 from bundle_contract._spec import get_spec
 from bundle_server._ids import new_id
-from bundle_server.model.neutral import Message, ModelRequest, Text
-from bundle_server.model.script import ScriptStepper
+
+if TYPE_CHECKING:
+    from mcp import types
+    from mcp.client.session import ClientRequestContext
+
+    from bundle_server.model.script import ScriptStepper
 
 Publish = Callable[[str, str, dict[str, str], Any], None]
 USER_DECLINED = -1  # the JSON-RPC error code of a sampling request the user did not answer
@@ -105,6 +105,8 @@ class ServerRequests:
 
     def callbacks(self, session_id: str) -> dict[str, Any]:
         """The ClientSession callbacks of one session: they declare our capabilities."""
+        from mcp import types  # at the first session (see the module docstring)
+        from mcp.types.jsonrpc import INVALID_REQUEST
 
         async def sampling(
             context: ClientRequestContext, params: types.CreateMessageRequestParams
@@ -153,6 +155,11 @@ class ServerRequests:
         self, session_id: str, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult:
         """The model script's answer to a sampling request (see the module docstring)."""
+        from mcp import types
+
+        from bundle_server.model.neutral import Message, ModelRequest, Text
+        from bundle_server.model.script import ScriptStepper
+
         model = self._models.get(session_id)
         if model is None:
             assert self._script is not None
@@ -248,6 +255,9 @@ def dumped(params: Any) -> dict[str, Any]:
 
 def check_answer(pending: Pending, body: Mapping[str, Any]) -> None:
     """An accepted answer fits its request (BX1004 otherwise)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     if pending.method == "sampling/createMessage":
         if not isinstance(body.get("text"), str):
             raise InvalidRequest("accepting a sampling request needs the answer's `text`")

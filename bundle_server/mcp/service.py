@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import CancelledError as FutureCancelled
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from bundle_contract._build import layout
@@ -51,10 +51,12 @@ from bundle_server._budget import RetentionBudget
 from bundle_server.mcp.apps import AppBindings
 from bundle_server.mcp.bridge import AsyncBridge, BridgeClosed
 from bundle_server.mcp.client_requests import ServerRequests
-from bundle_server.mcp.connection import McpConnection, McpDown
 from bundle_server.mcp.launches import Launch, launch_groups, server_names, servers
 from bundle_server.mcp.messages import MessageStore
-from bundle_server.mcp.wire import Exchange
+
+if TYPE_CHECKING:
+    from bundle_server.mcp.connection import McpConnection
+    from bundle_server.mcp.wire import Exchange
 
 Publish = Callable[..., object]
 CORRELATION_META = "bundle/correlationId"
@@ -444,6 +446,11 @@ class McpService:
 
     def operate(self, session_id: str, operation: Mapping[str, Any]) -> dict[str, Any]:
         """Run one operation on the session of launch `session_id`; its McpOperationOutcome."""
+        # The client side, and with it the SDK stack (pydantic, anyio, httpx), loads at the
+        # first operation: a server that never speaks to an MCP server never imports it.
+        from bundle_server.mcp.connection import McpDown
+        from bundle_server.mcp.wire import Exchange
+
         epoch_id, artifact, launch = self._find(session_id)
         method = str(operation["method"])
         params = dict(operation.get("params") or {})
@@ -524,6 +531,8 @@ class McpService:
         params: dict[str, Any],
         meta: dict[str, Any] | None,
     ) -> Exchange:
+        from bundle_server.mcp.connection import McpDown  # as in `operate`
+
         connection = await self._connection(launch, artifact, epoch_id)
         try:
             return await connection.operate(
@@ -534,6 +543,8 @@ class McpService:
             raise
 
     async def _connection(self, launch: Launch, artifact: Path, epoch_id: str) -> McpConnection:
+        from bundle_server.mcp.connection import McpConnection  # as in `operate`
+
         lock = self._opening.setdefault(launch.launch_id, asyncio.Lock())
         async with lock:
             found = self._connections.get(launch.launch_id)
@@ -562,6 +573,8 @@ class McpService:
             return connection
 
     async def _list_names(self, connection: McpConnection) -> None:
+        from bundle_server.mcp.wire import Exchange  # as in `operate`
+
         """List the tools and prompts once, so a call's trace links to its page."""
         capabilities = (connection.initialized or {}).get("capabilities", {})
         for method, capability in (("tools/list", "tools"), ("prompts/list", "prompts")):
