@@ -13,6 +13,7 @@ from _projects import config, write_project
 
 ASKING = '''
 import asyncio
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -26,6 +27,7 @@ class Pet(BaseModel):
     name: str = Field(description="What it answers to")
     age: int
     friendly: bool = True
+    size: Literal["small", "large"] = "small"
 
 
 @server.tool()
@@ -35,7 +37,7 @@ async def adopt(kind: str, ctx: Context) -> str:
     if answer.action != "accept":
         return f"no {kind}: {answer.action}"
     pet = answer.data
-    return f"{pet.name} the {kind}, {pet.age}, friendly={pet.friendly}"
+    return f"{pet.name} the {pet.size} {kind}, {pet.age}, friendly={pet.friendly}"
 
 
 @server.tool()

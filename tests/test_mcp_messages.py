@@ -159,7 +159,8 @@ def test_an_elicitation_waits_for_the_users_content_which_must_fit_its_schema(
     asked = pending(client, session)
     assert asked["method"] == "elicitation/create" and asked["state"] == "pending"
     assert asked["params"]["message"] == "Name your dog"
-    assert set(asked["params"]["requestedSchema"]["properties"]) == {"name", "age", "friendly"}
+    properties = asked["params"]["requestedSchema"]["properties"]
+    assert set(properties) == {"name", "age", "friendly", "size"}
     request_id = asked["serverRequestId"]
     old = {"action": "accept", "content": {"name": "Rex", "age": "old"}}
     status, refused = answer(client, session, request_id, old)
@@ -171,7 +172,7 @@ def test_an_elicitation_waits_for_the_users_content_which_must_fit_its_schema(
     assert status == 200
     assert answered["request"]["state"] == "answered"
     assert answered["request"]["action"] == "accept"
-    assert text_of(result()) == "Rex the dog, 3, friendly=True"
+    assert text_of(result()) == "Rex the small dog, 3, friendly=True"
     # Our answer is traced as the server's request's response, with its body.
     replay = client.request("GET", "/api/trace?after=0").json()["entries"]
     [ours] = [

@@ -205,14 +205,16 @@ def test_an_elicitation_is_answered_from_a_form_made_from_its_schema(
     expect(asked).to_be_visible(timeout=FIRST)
     expect(asked).to_contain_text("Name your dog")
     answer = asked.get_by_role("form")
-    expect(answer.locator(".field")).to_have_count(3)
+    expect(answer.locator(".field")).to_have_count(4)
     expect(answer.get_by_label("friendly")).to_be_checked()  # the schema's default
     answer.get_by_label("name").fill("Rex")
     answer.get_by_label("age").fill("3")
+    expect(answer.get_by_label("size")).to_have_value("small")  # an enum: a choice
+    answer.get_by_label("size").select_option("large")
     answer.get_by_role("button", name="Accept").click()
     expect(asked).to_have_count(0)
     result = tab.locator(".mcp-tool section.mcp-outcome")
-    expect(result).to_contain_text("Rex the dog, 3, friendly=True", timeout=FIRST)
+    expect(result).to_contain_text("Rex the large dog, 3, friendly=True", timeout=FIRST)
     # In the protocol view, the server's request settles with our answer, whose body is shown.
     protocol(tab, server, session)
     asked_row = tab.locator('tr[data-kind="mcp.request"][data-method="elicitation/create"]').last
@@ -220,7 +222,8 @@ def test_an_elicitation_is_answered_from_a_form_made_from_its_schema(
     answers = tab.locator('tr.protocol-row[data-kind="mcp.response"]').filter(has_text="→ out")
     sequence = int(answers.last.get_attribute("data-sequence") or 0)
     content = json.loads(opened(tab, sequence).get_by_label("Result JSON").inner_text())
-    assert content == {"action": "accept", "content": {"name": "Rex", "age": 3, "friendly": True}}
+    answered = {"name": "Rex", "age": 3, "friendly": True, "size": "large"}
+    assert content == {"action": "accept", "content": answered}
 
 
 def test_a_sampling_request_is_answered_with_the_users_text(

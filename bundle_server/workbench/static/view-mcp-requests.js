@@ -10,25 +10,49 @@ import { follow, getJSON, postJSON } from "/assets/api.js";
 import { h, replace } from "/assets/dom.js";
 
 const KINDS = new Set(["string", "number", "integer", "boolean"]);
+// A string's `format` as the input type that checks it.
+const FORMATS = { email: "email", uri: "url", date: "date" };
+
+/** The choices of an enum property: `enum` (with the older `enumNames`), or titled `oneOf` /
+ * `anyOf` constants; null when the property is free. */
+function choices(schema) {
+  if (Array.isArray(schema.enum)) {
+    const names = Array.isArray(schema.enumNames) ? schema.enumNames : [];
+    return schema.enum.map((value, i) => ({ value, title: names[i] || String(value) }));
+  }
+  const titled = schema.oneOf || schema.anyOf;
+  if (Array.isArray(titled) && titled.every((option) => option && "const" in option)) {
+    return titled.map((option) => ({ value: option.const, title: option.title || String(option.const) }));
+  }
+  return null;
+}
 
 /** A field of an elicitation form for one property of its (flat) requestedSchema. */
 function field(requestId, name, schema, required) {
   const id = `elicit-${requestId}-${name}`;
   const kind = KINDS.has(schema.type) ? schema.type : "string";
   let control;
-  if (Array.isArray(schema.enum)) {
+  const options = choices(schema);
+  if (options) {
     control = h(
       "select",
       { id },
       required ? null : h("option", { value: "" }, "—"),
-      schema.enum.map((value) => h("option", { value: String(value) }, String(value))),
+      options.map((option) => h("option", { value: String(option.value) }, option.title)),
     );
+    if (schema.default !== undefined) control.value = String(schema.default);
   } else if (kind === "boolean") {
     control = h("input", { id, type: "checkbox" });
     control.checked = schema.default === true;
   } else {
-    control = h("input", { id, type: kind === "string" ? "text" : "number", autocomplete: "off" });
+    const type = kind === "string" ? FORMATS[schema.format] || "text" : "number";
+    control = h("input", { id, type, autocomplete: "off" });
     if (kind === "integer") control.step = "1";
+    // The schema's bounds, checked by the browser before anything is sent.
+    if (typeof schema.minimum === "number") control.min = String(schema.minimum);
+    if (typeof schema.maximum === "number") control.max = String(schema.maximum);
+    if (typeof schema.minLength === "number") control.minLength = schema.minLength;
+    if (typeof schema.maxLength === "number") control.maxLength = schema.maxLength;
     if (schema.default !== undefined) control.value = String(schema.default);
   }
   control.name = name;
