@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from _browser import Browser, Problems, WorkbenchServer, signed_in, workbench_server
+from _browser import Browser, Problems, WorkbenchServer, screenshot, signed_in, workbench_server
 from _mcp_asking import asking_members
 from playwright.sync_api import Locator, Page, expect
 
@@ -109,6 +109,7 @@ def test_an_is_error_answer_reads_as_an_error_with_its_params_and_result(
     expect(answered.locator(".message-is-error")).to_have_text("isError: true")
     result = json.loads(answered.get_by_label("Result JSON").inner_text())
     assert result["isError"] is True and result["content"][0]["type"] == "text"
+    screenshot(tab, "mcp-protocol-messages")
 
 
 def test_a_request_row_settles_when_its_response_arrives_in_trace_and_protocol(
@@ -211,6 +212,7 @@ def test_an_elicitation_is_answered_from_a_form_made_from_its_schema(
     answer.get_by_label("age").fill("3")
     expect(answer.get_by_label("size")).to_have_value("small")  # an enum: a choice
     answer.get_by_label("size").select_option("large")
+    screenshot(tab, "mcp-elicitation")
     answer.get_by_role("button", name="Accept").click()
     expect(asked).to_have_count(0)
     result = tab.locator(".mcp-tool section.mcp-outcome")
@@ -260,6 +262,7 @@ def test_a_calls_correlated_entries_are_its_own(
     listed = pane.get_by_role("list", name="Correlated entries").get_by_role("listitem")
     expect(listed).to_have_count(1)
     expect(listed).to_contain_text(f"#{response} ")
+    screenshot(tab, "trace-mcp-details")
     # The details show the whole message too.
     expect(pane.get_by_label("Params JSON")).to_contain_text('"script": "(d)"')
 

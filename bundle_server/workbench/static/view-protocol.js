@@ -232,12 +232,14 @@ export function mount(container, params) {
           h("dd", {}, h("a", { href: correlationHref(value, key), title: `The trace of ${key} ${value}` }, value)),
         ]),
       ),
+      // The message first: what crossed the wire is what a reader opens a row for.
+      messageView(entry),
+      h("h4", {}, "Trace details"),
       h(
         "pre",
         { className: "details-json", tabIndex: 0, "aria-label": "Details JSON" },
         JSON.stringify(entry.details, null, 2),
       ),
-      messageView(entry),
     );
   }
 
