@@ -18,9 +18,15 @@ $(VENDOR): bundle_server/workbench/vendor.toml | $(STAMP)
 	$(BIN)/python -m bundle_server.workbench.vendor
 vendor: $(VENDOR)
 
-# Debian's Chromium for the browser tests (Playwright drives it; it never downloads its own).
+# Debian's Chromium for the browser tests (Playwright drives it; it never downloads its own),
+# and what the tests inject into the page: axe-core, pinned with its integrity hash in
+# browser-tools/package-lock.json, installed into browser-tools/node_modules.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-browser:
+BROWSER_TOOLS := browser-tools/node_modules/.installed
+$(BROWSER_TOOLS): browser-tools/package.json browser-tools/package-lock.json
+	cd browser-tools && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $(BROWSER_TOOLS)
+browser: $(BROWSER_TOOLS)
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
 	  chromium fonts-dejavu-core >/dev/null; }
@@ -67,8 +73,10 @@ unit: $(STAMP) $(VENDOR) browser sandbox $(CLIS)
 bench: $(STAMP)
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
-# The README's pictures of the Workbench, as the browser tests last took them.
-SHOTS := sessions-terminal trace-details logs-live project-new-epoch routes
+# The README's pictures of the Workbench, as the browser tests last took them: every view in
+# the light and the dark theme (tests/test_workbench_face_browser.py).
+VIEWS := sessions trace logs project routes runtime mcp protocol
+SHOTS := $(foreach view,$(VIEWS),$(view)-light $(view)-dark)
 screenshots:
 	mkdir -p docs/screenshots
 	for s in $(SHOTS); do cp test-artifacts/screenshots/$$s.png docs/screenshots/; done

@@ -7,6 +7,7 @@
         [--document-route ID] [--long-route ID] [--flood-route ID] [--route-input JSON] \\
         [--mcp-server NAME] [--mcp-tool NAME] [--mcp-arguments JSON] \\
         [--mcp-meta-tool NAME] [--mcp-crash-tool NAME] \\
+        [--mcp-slow-tool NAME] [--mcp-slow-arguments JSON] \\
         [--receipt-token T] [--select 'GUARD-*' ...] [--report json,junit] [--out DIR] \\
         [--expected-failures FILE] [--strict] [--slow] [--timeout S] [--host host_a]
     bundle-conformance list [--select GLOB ...] [--strict]
@@ -76,6 +77,8 @@ OPTIONS = {
     "mcp_arguments": "--mcp-arguments",
     "mcp_meta_tool": "--mcp-meta-tool",
     "mcp_crash_tool": "--mcp-crash-tool",
+    "mcp_slow_tool": "--mcp-slow-tool",
+    "mcp_slow_arguments": "--mcp-slow-arguments",
 }
 
 
@@ -124,6 +127,12 @@ def parser() -> Parser:
     described.add_argument(
         "--mcp-crash-tool", metavar="NAME", help="a tool of it whose call ends its process"
     )
+    described.add_argument(
+        "--mcp-slow-tool", metavar="NAME", help="a tool of it whose call takes several seconds"
+    )
+    described.add_argument(
+        "--mcp-slow-arguments", metavar="JSON", help="the slow call's arguments, a JSON object"
+    )
     go.add_argument("--select", nargs="+", default=["*"], metavar="GLOB", help="requirement ids")
     go.add_argument("--report", type=_formats, default=[], help="json,junit")
     go.add_argument("--out", type=Path, default=Path("."), help="where reports are written")
@@ -159,6 +168,8 @@ def described(args: argparse.Namespace) -> dict[str, Any]:
         "mcp_arguments": args.mcp_arguments,
         "mcp_meta_tool": args.mcp_meta_tool,
         "mcp_crash_tool": args.mcp_crash_tool,
+        "mcp_slow_tool": args.mcp_slow_tool,
+        "mcp_slow_arguments": args.mcp_slow_arguments,
     }
     found |= {key: value for key, value in given.items() if value is not None}
     if args.receipt_template is not None:

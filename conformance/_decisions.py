@@ -166,19 +166,32 @@ DECISIONS: dict[str, Decision] = {
             "mcp-shape",
             "the launch list's key, the operations route's answer, the operation union beyond"
             " tools/call, the MCP trace entries' kinds and details keys, the outcome's"
-            " mcpRequestId as their join key, the Application route's path and query, and the"
-            " installed hosts the launch list consults",
+            " mcpRequestId as their join key, the Application route's path and query, the"
+            " installed hosts the launch list consults, and the control of operations in flight"
+            " and of sessions",
             "McpLaunchList.json (`{launches}`), `{outcome}` of McpOperationOutcome.json"
             " (`method`, `mcpRequestId`, `durationMs`, `result` or `error`), McpOperation.json's"
             " other members (lists, resources/read, prompts/get, completion/complete, ping),"
             " entries of kind mcp.request and mcp.response or mcp.error with `details.jsonrpcId`"
             " and `details.method` within trace-details-bytes and the outcome's mcpRequestId in"
-            " their correlation, links /mcp?session=&tool= or &prompt=, hostAdoption.hosts",
+            " their correlation, links /mcp?session=&tool= or &prompt=, hostAdoption.hosts;"
+            " an operation's `operationId` and `timeoutMs`, its read and cancel routes"
+            " (McpOperationInFlight.json, an outcome's `cancelled`), the session's read,"
+            " disconnect and restart routes (McpSession.json)",
             "launch groups are found wherever the body lists them, an operation is judged to"
             " answer 200 with a JSON object, a call's entries are those carrying its"
             " correlationId (first the request, last the response); only tools/call is sent,"
-            " and the details' keys, kinds and the prompt link are not checked",
-            schemas=("McpLaunchList.json", "McpOperation.json", "McpOperationOutcome.json"),
+            " and the details' keys, kinds and the prompt link are not checked; the control"
+            " routes are not applicable",
+            schemas=(
+                "McpLaunchList.json",
+                "McpOperation.json",
+                "McpOperationOutcome.json",
+                "McpOperationId.json",
+                "McpOperationInFlight.json",
+                "McpSession.json",
+            ),
+            rows=("MCP-103", "MCP-104", "MCP-105", "MCP-106"),
         ),
         Decision(
             "mcp-app-shape",

@@ -19,6 +19,8 @@
     mcp_arguments = '{"text": "kit"}'        # the call's arguments, a JSON object ({})
     mcp_meta_tool = "seen_meta"              # a tool of it answering the `_meta` it received
     mcp_crash_tool = "crash"                 # a tool of it whose call ends the server's process
+    mcp_slow_tool = "slow"                   # a tool of it whose call takes several seconds
+    mcp_slow_arguments = '{"seconds": 30}'   # that call's arguments, a JSON object ({})
 
 `bundle-conformance decisions` lists the decision names and the checks that need each.
 """
@@ -50,6 +52,8 @@ KEYS = {
     "mcp_arguments": str,
     "mcp_meta_tool": str,
     "mcp_crash_tool": str,
+    "mcp_slow_tool": str,
+    "mcp_slow_arguments": str,
 }
 
 

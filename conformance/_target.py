@@ -20,7 +20,7 @@ PUBLISH = ("receipt", "command")
 # The routes a target names for the invocation checks (Target fields, target-file keys).
 ROUTES = ("document_route", "long_route", "flood_route")
 # What a target names for the MCP checks: one of its MCP servers and tools of it.
-MCP = ("mcp_server", "mcp_tool", "mcp_meta_tool", "mcp_crash_tool")
+MCP = ("mcp_server", "mcp_tool", "mcp_meta_tool", "mcp_crash_tool", "mcp_slow_tool")
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,10 @@ class Target:
     server answering the `_meta` it received, as JSON text or structuredContent: the kit
     calls it without arguments, with and without a correlationId) and `mcp_crash_tool` (a
     tool of that server whose call ends the server's process, called without arguments: the
-    kit ends the MCP session with it to see an App binding closed). A check needing one that
-    was not named is SKIPped with the reason.
+    kit ends the MCP session with it to see an App binding closed) and `mcp_slow_tool` (a tool
+    of that server whose call with `mcp_slow_arguments`, a JSON object as text, takes several
+    seconds: the kit cancels it mid-way). A check needing one that was not named is SKIPped
+    with the reason.
     """
 
     url: str
@@ -89,6 +91,8 @@ class Target:
     mcp_arguments: str = "{}"
     mcp_meta_tool: str | None = None
     mcp_crash_tool: str | None = None
+    mcp_slow_tool: str | None = None
+    mcp_slow_arguments: str = "{}"
     decisions: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -115,6 +119,7 @@ class Target:
             if getattr(self, name) is not None and self.mcp_server is None:
                 raise ValueError(f"{name} names a tool of mcp_server: name the server too")
         self.mcp_argument_values()  # ValueError unless a JSON object
+        self.mcp_argument_values("mcp_slow_arguments")
         self.route_input_value()  # ValueError unless JSON
         if self.receipt_template is not None and template_problem(self.receipt_template):
             raise ValueError(f"receipt_template: {template_problem(self.receipt_template)}")
@@ -134,14 +139,16 @@ class Target:
         if parts.path not in ("", "/") or parts.query:
             raise ValueError(f"give the server's base URL without a path: {self.url!r}")
 
-    def mcp_argument_values(self) -> dict[str, Any]:
-        """`mcp_arguments` read: the arguments of the kit's call of `mcp_tool`."""
+    def mcp_argument_values(self, setting: str = "mcp_arguments") -> dict[str, Any]:
+        """`mcp_arguments` read: the arguments of the kit's call of `mcp_tool` (or
+        `mcp_slow_arguments`, of `mcp_slow_tool`)."""
+        text = getattr(self, setting)
         try:
-            found = json.loads(self.mcp_arguments) if isinstance(self.mcp_arguments, str) else None
+            found = json.loads(text) if isinstance(text, str) else None
         except ValueError:
             found = None
         if not isinstance(found, dict):
-            raise ValueError(f"mcp_arguments must be a JSON object, not {self.mcp_arguments!r}")
+            raise ValueError(f"{setting} must be a JSON object, not {text!r}")
         return found
 
     def route_input_value(self) -> tuple[Any] | None:

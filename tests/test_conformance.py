@@ -84,12 +84,14 @@ IN_SCOPE = (
     | ids("WB-001..002")
     | ids("MCP-005", "MCP-010..011", "MCP-014..015", "MCP-017..021", "LIM-009")
     | ids("MCP-001..004", "MCP-006..009", "MCP-016", "ERR-002")
+    | ids("MCP-103..106")
 )
 # In scope but not observable on this server, with the reason the kit gives.
 KNOWN_SKIPS: dict[str, str] = {
     "INV-035": "BX3102 answers only before",  # its project built
     **dict.fromkeys(
-        ids("MCP-011", "MCP-017..021", "MCP-001..004", "MCP-008..009", "MCP-016", "ERR-002"),
+        ids("MCP-011", "MCP-017..021", "MCP-001..004", "MCP-008..009", "MCP-016", "ERR-002")
+        | ids("MCP-103", "MCP-105"),
         "--mcp-server NAME",
     ),  # no MCP server
 }

@@ -38,7 +38,11 @@ from conformance._cli import main
 from conformance._description import load
 
 CHECKS = [c for c in registered() if c.name.startswith("mcp.")]
-IDS = sorted({i for c in CHECKS for i in c.ids})
+# The control of operations in flight and of sessions (ours: mcp-shape) is tried apart: its
+# checks cancel calls and restart the session.
+CONTROL = ["MCP-103", "MCP-104", "MCP-105", "MCP-106"]
+IDS = sorted({i for c in CHECKS for i in c.ids} - set(CONTROL))
+SLOW_TARGET = {"mcp_slow_tool": "slow", "mcp_slow_arguments": '{"seconds": 30}'}
 MCP_TARGET: dict[str, Any] = {
     "mcp_server": "tools",
     "mcp_tool": "echo",
@@ -65,6 +69,7 @@ def test_the_checks_cover_the_launch_operation_meta_and_trace_rows() -> None:
     rows = ("005", "010", "011", "014", "015", "016", "017", "018", "019", "020", "021")
     expected = sorted([*(f"MCP-{n}" for n in rows), "LIM-009"])
     assert expected == IDS
+    assert {i for c in CHECKS for i in c.ids} - set(IDS) == set(CONTROL)
 
 
 def test_the_mcp_checks_pass_with_the_server_and_tool_named(server: DevServer) -> None:
@@ -280,3 +285,43 @@ def test_a_target_answering_an_unknown_session_first_leaves_the_body_rows_to_a_n
     assert "--mcp-server NAME" in seed.result("MCP-015").reason
     devkit = run_kit(target(server, **bare), "MCP-014", "MCP-015", "LIM-009")
     assert_fails_exactly(devkit, {"MCP-014", "MCP-015", "LIM-009"})  # BX1004 is ours to expect
+
+
+# --- the control of operations in flight and of sessions ---
+
+
+def test_the_control_checks_pass_with_a_slow_tool_named(server: DevServer) -> None:
+    report = run_kit(target(server, **SLOW_TARGET), *CONTROL)
+    assert statuses(report) == dict.fromkeys(CONTROL, Status.PASS), describe(report)
+    assert "'slow' cancelled in" in report.result("MCP-103").reason
+
+
+def test_without_a_slow_tool_the_cancel_skips_and_the_seed_profile_needs_the_decision(
+    server: DevServer,
+) -> None:
+    report = run_kit(target(server), *CONTROL)
+    for requirement in ("MCP-103", "MCP-105"):
+        result = report.result(requirement)
+        assert result.status is Status.SKIP, describe(report)
+        assert "--mcp-slow-tool NAME" in result.reason
+    assert report.result("MCP-104").status is Status.PASS, describe(report)
+    bare = run_kit(target(server, mcp_server=None, mcp_tool=None, mcp_meta_tool=None), *CONTROL)
+    assert_skip_without_server(bare, {"MCP-104", "MCP-106"})
+    seed = run_kit(target(server, profile="seed", **SLOW_TARGET), *CONTROL)
+    for requirement in CONTROL:
+        result = seed.result(requirement)
+        assert result.status is Status.SKIP and "mcp-shape" in result.reason, describe(seed)
+
+
+def test_a_cancel_that_does_not_cancel_fails_the_cancel_rule(
+    server: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        McpService,
+        "cancel",
+        lambda self, session_id, key: self.operations.get(session_id, key).record(),
+    )
+    slow = SLOW_TARGET | {"mcp_slow_arguments": '{"seconds": 2}'}  # it answers, uncancelled
+    report = run_kit(target(server, **slow), "MCP-103")
+    assert_fails_exactly(report, {"MCP-103"})
+    assert "not `cancelled`" in report.result("MCP-103").reason

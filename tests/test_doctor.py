@@ -9,6 +9,7 @@ The refusals and the CLI's exit codes are checked beside them.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,13 +20,13 @@ from bundle_contract import validate
 from bundle_contract._build._scaffold import main
 from bundle_contract._doctor import Check, DoctorReport, doctor_bundle
 from bundle_contract._doctor._hooks import check_hooks
-from bundle_contract._doctor._installed import Found, check_cli
+from bundle_contract._doctor._installed import Found, check_cli, check_install, read_record
 from bundle_contract._doctor._mcp import check_mcp
 from bundle_contract._doctor._settings import check_settings
 from bundle_contract._generated.errors import InstallHostUnsupported
 from bundle_contract._host_install import install_plan
 from bundle_contract._host_plugin import host_row
-from bundle_contract._install import install_bundle
+from bundle_contract._install import host_env, install_bundle, record_path, state_published
 from tests._projects import copy_example
 from tests._real_hosts import CLIS, merge_json, missing_cli, user_env
 
@@ -50,6 +51,23 @@ def the_copy(report: DoctorReport) -> Path:
 def names(check: Check, *parts: str) -> bool:
     """Some evidence line of `check` holds every one of `parts`."""
     return any(all(part in line for part in parts) for line in check.evidence)
+
+
+def settings_check(project: Path, host: str, env: dict[str, str]) -> tuple[Check, Path]:
+    """Doctor's settings check, and the copy it read, as doctor makes them: the host's own
+    listing names the copy. Without the rest of doctor (the build, the hooks, the MCP
+    servers): the first test runs all of it, and the Claude Code test below too."""
+    root = project.resolve()
+    child_env = host_env(host, env, None)
+    name = host_row(host)["session"]["executable"]
+    executable = shutil.which(name, path=child_env.get("PATH", os.defpath))
+    assert executable is not None
+    published = state_published(root)
+    record = read_record(record_path(published, host))
+    assert record is not None
+    install, found = check_install(host, executable, child_env, record, published, root)
+    assert found is not None and found.copy is not None, install
+    return check_settings(found, child_env, root), found.copy
 
 
 def hook_checks(report: DoctorReport) -> list[str]:
@@ -307,14 +325,14 @@ def test_codex_s_hooks_feature_and_hook_state_fail_the_settings_check(
         f'{installed}\n[features]\nhooks = false\n\n[hooks.state."{entry}"]\nenabled = false\n',
         encoding="utf-8",
     )
-    off = doctor_bundle(project, "host_b", env=env).check("settings")
+    off, _ = settings_check(project, "host_b", env)
     assert off.status == "fail", off
     assert names(off, str(config), "features.hooks = false", "host_b runs no hooks")
     assert names(off, str(config), f'hooks.state."{entry}".enabled = false')
     assert off.fix is not None and f"remove features.hooks from {config}" in off.fix
 
     config.write_text(installed, encoding="utf-8")
-    on = doctor_bundle(project, "host_b", env=env).check("settings")
+    on, _ = settings_check(project, "host_b", env)
     assert on.status == "pass", on
     assert names(on, str(config), "features.hooks not set")
 
@@ -333,9 +351,8 @@ def test_gemini_s_hooks_config_fails_the_settings_check(project: Path, tmp_path:
     workspace = project / ".gemini" / "settings.json"
     merge_json(user, {"hooksConfig": {"disabled": [before_tool, "someone else's hook"]}})
     merge_json(workspace, {"hooksConfig": {"enabled": False}})
-    report = doctor_bundle(project, "host_c", env=env)
-    assert the_copy(report) == copy
-    off = report.check("settings")
+    off, read = settings_check(project, "host_c", env)
+    assert read == copy
     assert off.status == "fail", off
     assert names(off, str(user), "hooksConfig.disabled lists", before_tool, "(BeforeTool)")
     assert names(off, str(workspace), "hooksConfig.enabled = false", "host_c runs no hooks")
@@ -345,7 +362,7 @@ def test_gemini_s_hooks_config_fails_the_settings_check(project: Path, tmp_path:
 
     merge_json(user, {"hooksConfig": None})
     workspace.unlink()
-    on = doctor_bundle(project, "host_c", env=env).check("settings")
+    on, _ = settings_check(project, "host_c", env)
     assert on.status == "pass", on
     assert names(on, str(user), "hooksConfig.disabled not set")
 

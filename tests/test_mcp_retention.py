@@ -1,6 +1,6 @@
 """What App bindings keep of an MCP server's answers, and the protocol messages the server keeps
 whole, count toward the server's retention budget (spec/limits.toml retained-bytes-budget,
-requirements MCP-101 and MCP-103).
+requirements MCP-101 and MCP-107).
 
 Messages: each call of the flooding tool is four messages (the request, two 400 kB log
 notifications, a 400 kB result), kept whole (mcp-message-bytes is above them) until the budget

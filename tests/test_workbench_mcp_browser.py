@@ -66,13 +66,15 @@ def open_session(page: Page, server: WorkbenchServer, name: str, query: str = ""
 
 
 def tool_calls(page: Page) -> list[dict[str, Any]]:
-    """The tools/call bodies the page posts from now on."""
+    """The tools/call bodies the page posts from now on, without their operationId."""
     sent: list[dict[str, Any]] = []
 
     def seen(request: Request) -> None:
         if request.method == "POST" and "/api/mcp/sessions/" in request.url:
             body = json.loads(request.post_data or "{}")
             if body.get("method") == "tools/call":
+                # Every call names itself (its progress and cancel); the rest is what was typed.
+                assert isinstance(body.pop("operationId"), str)
                 sent.append(body)
 
     page.on("request", seen)
@@ -271,7 +273,7 @@ def test_resources_and_prompts_are_listed_and_read(
 def test_the_url_opens_a_session_on_a_tool_or_a_prompt(
     page: tuple[Page, Problems], server: WorkbenchServer
 ) -> None:
-    tab, _ = page
+    tab, problems = page
     session = open_session(tab, server, "tools", "&tool=echo")
     expect(tab.get_by_role("form", name="Call echo")).to_be_visible()
     expect(
@@ -282,11 +284,13 @@ def test_the_url_opens_a_session_on_a_tool_or_a_prompt(
     )
     open_session(tab, server, "tools", "&prompt=greet")
     expect(tab.get_by_role("form", name="Get prompt greet")).to_be_visible()
-    # A launch the active epoch does not have is said so, and nothing is sent for it.
+    # A launch no epoch has is said so (the server found no launch to follow it to), and no
+    # operation is sent for it.
     tab.goto(f"{server.url}/mcp?session=ml_0000000000000000")
     expect(tab.locator("section.mcp-session")).to_contain_text(
         "ml_0000000000000000 is not a launch of the active epoch"
     )
+    problems.expected_refusal(404)
 
 
 def test_the_protocol_view_shows_the_sessions_messages_with_the_correlation_id(

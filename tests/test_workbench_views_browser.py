@@ -253,7 +253,13 @@ def test_the_project_view_shows_the_epoch_a_failed_build_and_a_new_epoch(
     page: tuple[Page, Problems], server: WorkbenchServer
 ) -> None:
     tab, _ = page
-    status = tab.request.get(f"{server.url}/api/project/status").json()
+    deadline = time.monotonic() + 20
+    while (
+        "activeEpoch"
+        not in (status := tab.request.get(f"{server.url}/api/project/status").json())["artifact"]
+    ):
+        assert time.monotonic() < deadline, "the project never built"
+        time.sleep(0.1)
     epoch = status["artifact"]["activeEpoch"]["id"]
     tab.goto(f"{server.url}/project")
     view = tab.locator(".project-view")

@@ -316,6 +316,22 @@ class McpLaunchUnknown(RequestError):
     http_status: ClassVar[int] = 404
 
 
+class McpOperationUnknown(RequestError):
+    """No operation of that operationId is in flight on the MCP session (it has ended, or never
+    started); a read of its progress also finds the last ones that ended.
+    """
+
+    code: ClassVar[str] = "BX3204"
+    http_status: ClassVar[int] = 404
+
+
+class McpOperationDuplicate(RequestError):
+    """An operation names an operationId already in flight on the same MCP session."""
+
+    code: ClassVar[str] = "BX3205"
+    http_status: ClassVar[int] = 409
+
+
 class ServiceUnavailable(RequestError):
     """A service the request needs is absent from this server or closed: the trace or log hub,
     the project loop, route invocations, the development runtime, the MCP sessions.
@@ -795,6 +811,8 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX3201": McpServerFailed,
     "BX3202": McpRequestTimedOut,
     "BX3203": McpLaunchUnknown,
+    "BX3204": McpOperationUnknown,
+    "BX3205": McpOperationDuplicate,
     "BX3003": ServiceUnavailable,
     "BX4101": HookResultNotObject,
     "BX4102": ReasonWhileContinuing,
@@ -895,6 +913,8 @@ __all__ = [
     "ManifestRuntimeFloorInvalid",
     "ManifestVersionUnsupported",
     "McpLaunchUnknown",
+    "McpOperationDuplicate",
+    "McpOperationUnknown",
     "McpRequestTimedOut",
     "McpServerFailed",
     "MethodNotAllowed",

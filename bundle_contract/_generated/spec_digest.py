@@ -1,3 +1,3 @@
 """The digest of the spec files `bundle-contract generate` checked (see _spec.py)."""
 
-CHECKED = "eb22e63da1e447ad72e6116d24ce4ec3440c4bd51bd2f082f29c44b4edb19a0d"
+CHECKED = "52c6a2e0d845127d1ea3d1d9881bc8c04c28fa36b3ed345e68d05e4dfa0acf06"

@@ -40,6 +40,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.apps import APP_MIME_TYPE
 from mcp.server.apps import EXTENSION_ID as APPS_EXTENSION
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import TypeAdapter
@@ -52,6 +53,10 @@ from bundle_server.mcp.wire import SENDING, Exchange, TapRead, TapWrite, Wire
 logger = logging.getLogger("bundle_server.mcp")
 RAW_RESULT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 STDERR_KEPT = 20  # lines of a server's stderr kept to explain its failure
+
+
+async def no_progress(progress: float, total: float | None, message: str | None) -> None:
+    """An operation nobody follows the progress of."""
 
 
 class McpDown(Exception):
@@ -177,10 +182,7 @@ class McpConnection:
                     ClientSession(
                         TapRead(read, self._wire, self._pending, on_end=self._stop.set),
                         TapWrite(write, self._wire, self._pending),
-                        logging_callback=self._logged,
-                        # The Workbench renders MCP Apps: a server may offer its UI resources.
-                        extensions={APPS_EXTENSION: {"mimeTypes": [APP_MIME_TYPE]}},
-                        **self._callbacks,
+                        **self._client_options(),
                     )
                 )
                 result = await session.initialize()
@@ -196,6 +198,18 @@ class McpConnection:
             self.session = None
             self._pending.clear()  # nobody will answer them now
             self.on_end()  # the service forgets this session and closes its bindings
+
+    def _client_options(self) -> dict[str, Any]:
+        """What our client declares and answers besides the operations it sends: the
+        ClientSession's callbacks and extensions (a capability the client answers for, such as
+        sampling, elicitation or roots, is one more callback here)."""
+        return {
+            "logging_callback": self._logged,
+            # The Workbench renders MCP Apps: a server may offer its UI resources.
+            "extensions": {APPS_EXTENSION: {"mimeTypes": [APP_MIME_TYPE]}},
+            # Sampling, elicitation and roots (client_requests.py): our capabilities.
+            **self._callbacks,
+        }
 
     def _end_unit(self, unit: Unit) -> None:
         try:
@@ -236,9 +250,12 @@ class McpConnection:
         params: dict[str, Any],
         meta: dict[str, Any] | None,
         timeout: float,
+        on_progress: ProgressFnT = no_progress,
     ) -> Exchange:
         """Send one operation, waiting `timeout` seconds at most for its answer (TimeoutError);
-        `exchange` holds what crossed the wire when it returns."""
+        `exchange` holds what crossed the wire when it returns. The server's progress
+        notifications for it reach `on_progress`; a cancel of the calling task sends
+        `notifications/cancelled` (the SDK's own courtesy cancel) and leaves the session open."""
         session = self.session
         if session is None or self.closed:
             raise McpDown(self.explain())
@@ -246,7 +263,7 @@ class McpConnection:
         try:
             # A timeout scope, not wait_for: no task of its own per operation.
             async with asyncio.timeout(timeout):
-                await self._send(session, method, params, meta)
+                await self._send(session, method, params, meta, on_progress)
         except MCPError as error:
             if exchange.error is None and exchange.result is None:  # not the server's answer
                 if error.code == CONNECTION_CLOSED or self.closed:
@@ -255,7 +272,7 @@ class McpConnection:
                 if error.code == REQUEST_TIMEOUT:
                     raise TimeoutError(error.error.message) from None
                 exchange.error = {"code": error.code, "message": error.error.message}
-        except TimeoutError:
+        except (TimeoutError, asyncio.CancelledError):
             if exchange.jsonrpc_id is not None:  # a late answer finds no one waiting
                 self._pending.pop(exchange.jsonrpc_id, None)
                 self._wire.forget(exchange.jsonrpc_id)
@@ -275,7 +292,19 @@ class McpConnection:
         method: str,
         params: dict[str, Any],
         meta: dict[str, Any] | None,
+        on_progress: ProgressFnT,
     ) -> Any:
+        # Every operation goes through send_request with a progress callback, so every request
+        # carries a progressToken (the SDK makes it the JSON-RPC id): a server may report
+        # progress on any of them, not only on tools/call.
+        request, answer = self._request(method, params, meta)
+        return await session.send_request(request, answer, progress_callback=on_progress)
+
+    @staticmethod
+    def _request(
+        method: str, params: dict[str, Any], meta: dict[str, Any] | None
+    ) -> tuple[Any, Any]:
+        """The SDK's typed request for one operation, and the type its answer is read as."""
         cursor = (
             types.PaginatedRequestParams(cursor=params["cursor"]) if "cursor" in params else None
         )
@@ -283,24 +312,29 @@ class McpConnection:
             # Sent as the SDK's call_tool sends it, but its answer is not parsed into models
             # or checked against the tool's output schema: the outcome is the raw result that
             # crossed the wire (wire.Exchange), so that work would be thrown away.
-            request = types.CallToolRequest(
-                params=types.CallToolRequestParams(
-                    name=params["name"], arguments=params.get("arguments"), _meta=cast(Any, meta)
-                )
+            call = types.CallToolRequestParams(
+                name=params["name"], arguments=params.get("arguments"), _meta=cast(Any, meta)
             )
-            return await session.send_request(request, RAW_RESULT)
+            return types.CallToolRequest(params=call), RAW_RESULT
         if method == "tools/list":
-            return await session.list_tools(params=cursor)
+            return types.ListToolsRequest(params=cursor), types.ListToolsResult
         if method == "resources/list":
-            return await session.list_resources(params=cursor)
+            return types.ListResourcesRequest(params=cursor), types.ListResourcesResult
         if method == "resources/templates/list":
-            return await session.list_resource_templates(params=cursor)
+            return (
+                types.ListResourceTemplatesRequest(params=cursor),
+                types.ListResourceTemplatesResult,
+            )
         if method == "resources/read":
-            return await session.read_resource(params["uri"])
+            read = types.ReadResourceRequestParams(uri=params["uri"])
+            return types.ReadResourceRequest(params=read), RAW_RESULT
         if method == "prompts/list":
-            return await session.list_prompts(params=cursor)
+            return types.ListPromptsRequest(params=cursor), types.ListPromptsResult
         if method == "prompts/get":
-            return await session.get_prompt(params["name"], params.get("arguments"))
+            get = types.GetPromptRequestParams(
+                name=params["name"], arguments=params.get("arguments")
+            )
+            return types.GetPromptRequest(params=get), RAW_RESULT
         if method == "completion/complete":
             ref = params["ref"]
             reference: types.PromptReference | types.ResourceTemplateReference = (
@@ -309,7 +343,12 @@ class McpConnection:
                 else types.ResourceTemplateReference(type="ref/resource", uri=ref["uri"])
             )
             context = (params.get("context") or {}).get("arguments")
-            return await session.complete(reference, params["argument"], context)
+            complete = types.CompleteRequestParams(
+                ref=reference,
+                argument=types.CompletionArgument(**params["argument"]),
+                context=types.CompletionContext(arguments=context) if context is not None else None,
+            )
+            return types.CompleteRequest(params=complete), types.CompleteResult
         if method == "ping":
-            return await session.send_ping()
+            return types.PingRequest(params=types.RequestParams()), types.EmptyResult
         raise ValueError(f"no such operation: {method}")

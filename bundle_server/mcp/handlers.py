@@ -1,6 +1,8 @@
-"""The MCP routes (`mcp.servers`, `mcp.launches`, `mcp.operations`, `mcp.messages.get`,
-`mcp.requests.list`, `mcp.requests.answer`, `mcp.apps.mount`, `mcp.apps.result`,
-`mcp.apps.notifications`), registered by route id; the service is
+"""The MCP routes (`mcp.servers`, `mcp.launches`, `mcp.operations`, the operations in flight
+`mcp.operations.get` and `.cancel`, the sessions `mcp.sessions.get`, `.disconnect` and
+`.restart`, the kept messages `mcp.messages.get`, the servers' requests `mcp.requests.list`
+and `mcp.requests.answer`, `mcp.apps.mount`, `mcp.apps.result`, `mcp.apps.notifications`),
+registered by route id; the service is
 `mcp.service.McpService`. An operation waits for its answer cooperatively: the MCP session
 runs on the service's asyncio loop (see `mcp.bridge`). A binding's stream waits the same
 way, woken by `settle` or by its session's end from whatever thread they happen on."""
@@ -124,3 +126,35 @@ def notifications(call: Call) -> Response:
             waker.wait(POLL_SECONDS)
 
     return sse_response(events(), release)
+
+
+@handler("mcp.operations.get")
+def operation(call: Call) -> dict[str, Any]:
+    """An operation in flight: its progress so far, and whether a cancel was asked."""
+    service = call.state.service(McpService)
+    return {"operation": service.operation(call.params["mcpSessionId"], call.params["operationId"])}
+
+
+@handler("mcp.operations.cancel")
+def cancel(call: Call) -> dict[str, Any]:
+    """Cancel an operation in flight: its operations request answers cancelled at once."""
+    service = call.state.service(McpService)
+    return {"operation": service.cancel(call.params["mcpSessionId"], call.params["operationId"])}
+
+
+@handler("mcp.sessions.get")
+def session(call: Call) -> dict[str, Any]:
+    """The session a launch id names, following a launch of a past epoch to the active one."""
+    return {"session": call.state.service(McpService).session(call.params["mcpSessionId"])}
+
+
+@handler("mcp.sessions.disconnect")
+def disconnect(call: Call) -> dict[str, Any]:
+    """End a session: its calls in flight end cancelled, its server process ends."""
+    return {"session": call.state.service(McpService).disconnect(call.params["mcpSessionId"])}
+
+
+@handler("mcp.sessions.restart")
+def restart(call: Call) -> dict[str, Any]:
+    """End a session and open it again: the server starts afresh and initializes."""
+    return {"session": call.state.service(McpService).restart(call.params["mcpSessionId"])}

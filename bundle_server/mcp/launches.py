@@ -188,3 +188,20 @@ def _groups(
             )
         )
     return tuple(sorted(launches, key=lambda launch: launch.targets))
+
+
+def successor(server: str, targets: tuple[str, ...], launches: list[Launch]) -> Launch | None:
+    """Which of `launches` (an epoch's) follows a launch of another epoch that started
+    `server` for host kinds `targets`: the launch of that server for the same host kinds,
+    else the one sharing the most of them, else the server's only launch (None: no launch of
+    it, or several sharing nothing with it)."""
+    mine = [launch for launch in launches if launch.server == server]
+    wanted = set(targets)
+    best = max(
+        mine,
+        key=lambda launch: (len(wanted & set(launch.targets)), -len(wanted ^ set(launch.targets))),
+        default=None,
+    )
+    if best is not None and wanted & set(best.targets):
+        return best
+    return mine[0] if len(mine) == 1 else None

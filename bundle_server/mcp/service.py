@@ -51,7 +51,8 @@ from bundle_server._budget import RetentionBudget
 from bundle_server.mcp.apps import AppBindings
 from bundle_server.mcp.bridge import AsyncBridge, BridgeClosed
 from bundle_server.mcp.client_requests import ServerRequests
-from bundle_server.mcp.launches import Launch, launch_groups, server_names, servers
+from bundle_server.mcp.inflight import InFlight, Operations
+from bundle_server.mcp.launches import Launch, launch_groups, server_names, servers, successor
 from bundle_server.mcp.messages import MessageStore
 
 if TYPE_CHECKING:
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
 
 Publish = Callable[..., object]
 CORRELATION_META = "bundle/correlationId"
+PAST_LAUNCHES = 1024  # launches of past epochs remembered, to follow their links
+PAST_EPOCHS = 32  # published epochs searched for a launch this server never made active
 
 
 @cache
@@ -109,6 +112,9 @@ class SessionWire:
         # when they were sent.
         self._others: dict[Any, tuple[str, float]] = {}
         self._methods: dict[Any, tuple[str, dict[str, Any]]] = {}
+        # Operations' requests in flight, by JSON-RPC id (which is also their progressToken):
+        # their progress and their cancel are traced with the call's join keys.
+        self._exchanges: dict[Any, Exchange] = {}
         self.tools: set[str] = set()
         self.prompts: set[str] = set()
         self._protocol = page("workbench.protocol", launch.launch_id)
@@ -156,6 +162,8 @@ class SessionWire:
             request_id = exchange.request_id if exchange is not None else new_request_id()
             if exchange is None:
                 self._others[message["id"]] = (request_id, time.monotonic())
+            else:
+                self._exchanges[message["id"]] = exchange
             subject = self._subject(method, params)
             self._methods[message["id"]] = (method, subject)
             details = {"direction": "out", "jsonrpcId": message["id"], "method": method}
@@ -168,11 +176,17 @@ class SessionWire:
                 status="running",
             )
         elif "method" in message:  # a notification of ours (initialized, cancelled)
+            notice: dict[str, Any] = {"direction": "out", "method": method}
+            call = None
+            if method == "notifications/cancelled":  # correlated to the request it cancels
+                call = self._exchanges.get(params.get("requestId"))
+                notice |= {"requestId": params.get("requestId"), "reason": params.get("reason")}
             self._publish(
                 "mcp.notification",
-                f"{self._launch.server}: {method}",
-                self._correlation(None, None),
-                {"direction": "out", "method": method} | kept,
+                f"{self._launch.server}: {method}"
+                + (f" {call.method} ({params.get('reason')})" if call is not None else ""),
+                self._correlation(call.request_id if call else None, call),
+                {k: v for k, v in notice.items() if v is not None} | kept,
                 href=self._protocol,
             )
         else:  # our answer to a server's request: an error, or a result
@@ -192,6 +206,7 @@ class SessionWire:
         if "method" not in message:  # a response or an error, to one of our requests
             jsonrpc_id = message.get("id")
             method, subject = self._methods.pop(jsonrpc_id, ("", {}))
+            self._exchanges.pop(jsonrpc_id, None)
             request_id, duration = self._request_of(jsonrpc_id, exchange)
             self._learn(method, message.get("result"))
             details: dict[str, Any] = {"direction": "in", "jsonrpcId": jsonrpc_id, "method": method}
@@ -229,12 +244,19 @@ class SessionWire:
             text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
             details |= {"level": level, "text": text}
             summary = f"{self._launch.server} log {level}: {text}"[:300]
+        call = None
+        if method == "notifications/progress":  # correlated to the request it reports on
+            call = self._exchanges.get(params.get("progressToken"))
+            said = progress_text(params)
+            details |= {"progressToken": params.get("progressToken"), "progress": said}
+            about = f" of {call.method}" if call is not None else ""
+            summary = f"{self._launch.server}: progress{about} {said}"
         if "id" in message:
             details["jsonrpcId"] = message["id"]
         self._publish(
             "mcp.request" if "id" in message else "mcp.notification",
             summary,
-            self._correlation(None, None),
+            self._correlation(call.request_id if call else None, call),
             details | kept,
             href=self._protocol,
         )
@@ -243,6 +265,7 @@ class SessionWire:
         """A request that timed out: its answer, if it ever comes, is no one's."""
         self._methods.pop(jsonrpc_id, None)
         self._others.pop(jsonrpc_id, None)
+        self._exchanges.pop(jsonrpc_id, None)
 
     def _request_of(
         self, jsonrpc_id: Any, exchange: Exchange | None
@@ -295,6 +318,27 @@ def tool_error_text(result: Mapping[str, Any]) -> str:
     return "tool error"
 
 
+def progress_text(params: Mapping[str, Any]) -> str:
+    """A progress notification as a person reads it: "1/4 (25%) checked ls"."""
+    progress, total = params.get("progress"), params.get("total")
+    number = (int, float)
+    if not isinstance(progress, number) or isinstance(progress, bool):
+        return str(params.get("message") or "")[:200]
+    said = f"{progress:g}"
+    if isinstance(total, number) and not isinstance(total, bool) and total > 0:
+        said += f"/{total:g} ({progress / total:.0%})"
+    message = params.get("message")
+    return (said + (f" {message}" if isinstance(message, str) and message else ""))[:200]
+
+
+def session_state(said: Mapping[str, Any] | None) -> dict[str, Any]:
+    """McpSession.json#/$defs/state from a session's initialize result (None: not open)."""
+    if said is None:
+        return {"state": "closed"}
+    kept = ("protocolVersion", "serverInfo", "capabilities", "instructions")
+    return {"state": "open"} | {key: said[key] for key in kept if key in said}
+
+
 def new_request_id() -> str:
     return "mr_" + secrets.token_hex(8)
 
@@ -330,6 +374,10 @@ class McpService:
         self._connections: dict[str, McpConnection] = {}
         self._opening: dict[str, asyncio.Lock] = {}
         self._active_cache: tuple[str, list[Launch]] | None = None
+        self.operations = Operations()
+        # Launches of the epochs this server made active, newest last: launch id -> its server
+        # and host kinds (what a link of a past epoch is followed by, see `successor`).
+        self._past: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     # --- the trace ---
 
@@ -392,7 +440,60 @@ class McpService:
                 for launch in launch_groups(artifact, epoch_id, server, installed)
             ]
             cached = self._active_cache = (epoch_id, found)
+            for launch in found:
+                self._remember(launch)
         return epoch_id, artifact, list(cached[1])
+
+    # --- launches of past epochs ---
+
+    def _remember(self, launch: Launch) -> None:
+        self._past.pop(launch.launch_id, None)  # newest last
+        self._past[launch.launch_id] = (launch.server, launch.targets)
+        while len(self._past) > PAST_LAUNCHES:
+            del self._past[next(iter(self._past))]
+
+    def _past_launch(self, launch_id: str) -> tuple[str, tuple[str, ...]] | None:
+        """The server and host kinds of a launch of an epoch that is no longer active: one this
+        server made active, else one of the newest published epochs on disk (a launch id is a
+        digest: it is found by computing the epochs' launch groups again)."""
+        found = self._past.get(launch_id)
+        if found is not None or self._epochs is None or not launch_id.startswith("ml_"):
+            return found
+        try:
+            published = [
+                (entry.stat().st_mtime, entry)
+                for entry in self._epochs.iterdir()
+                if layout().epoch_name(entry.name) and (entry / "bundle.manifest.json").is_file()
+            ]
+        except OSError:  # the epochs directory went away (the server is stopping)
+            return None
+        for _, artifact in sorted(published, reverse=True)[:PAST_EPOCHS]:
+            installed = self.installed(artifact.name)
+            for server in server_names(artifact):
+                for launch in launch_groups(artifact, artifact.name, server, installed):
+                    if launch.launch_id == launch_id:
+                        self._remember(launch)
+                        return launch.server, launch.targets
+        return None
+
+    def _resolve(self, session_id: str) -> tuple[str, Path, Launch, str | None]:
+        """The active epoch, its artifact, and the launch `session_id` names there, or the
+        launch that succeeds it (with `session_id` as where it was resolved from); BX3203."""
+        active = self.active_launches()
+        if active is not None:
+            epoch_id, artifact, launches = active
+            for launch in launches:
+                if launch.launch_id == session_id:
+                    return epoch_id, artifact, launch, None
+            past = self._past_launch(session_id)
+            found = successor(past[0], past[1], launches) if past is not None else None
+            if found is not None:
+                return epoch_id, artifact, found, session_id
+        raise McpLaunchUnknown(
+            f"no MCP session {session_id[:64]!r}: not a launch of the active epoch, nor of a"
+            " past one whose server the active epoch runs",
+            {"mcpSessionId": session_id[:64]},
+        )
 
     # --- App bindings ---
 
@@ -460,19 +561,37 @@ class McpService:
             # The browser cannot send _meta; the server copies the correlation id into it.
             meta = {CORRELATION_META: operation["correlationId"]}
             exchange.correlation_id = str(operation["correlationId"])
-        budget = seconds("mcp-connect-time") + seconds("mcp-request-time") + 1
-        began = time.monotonic()
+        timeout = (
+            operation["timeoutMs"] / 1000
+            if "timeoutMs" in operation
+            else seconds("mcp-request-time")
+        )
+        subject = params.get("name") if method in ("tools/call", "prompts/get") else None
+        flight = InFlight(
+            key=str(operation.get("operationId") or exchange.request_id),
+            session_id=launch.launch_id,
+            method=method,
+            name=subject if isinstance(subject, str) else None,
+            exchange=exchange,
+            timeout=timeout,
+        )
+        self.operations.add(flight)  # BX3205 before anything is sent
+        budget = seconds("mcp-connect-time") + timeout + 1
+        began = flight.began
         try:
             self.bridge.call(
-                self._operate(launch, artifact, epoch_id, exchange, method, params, meta), budget
+                self._operate(launch, artifact, epoch_id, flight, exchange, params, meta), budget
             )
         except (McpDown, TimeoutError, BridgeClosed, FutureCancelled) as failure:
             timed_out = isinstance(failure, TimeoutError)
             error = (
                 McpRequestTimedOut(
-                    f"MCP server {launch.server} did not answer {method} within"
-                    f" {seconds('mcp-request-time'):g} s",
-                    {"mcpSessionId": launch.launch_id, "method": method},
+                    f"MCP server {launch.server} did not answer {method} within {timeout:g} s",
+                    {
+                        "mcpSessionId": launch.launch_id,
+                        "method": method,
+                        "timeoutMs": timeout * 1000,
+                    },
                 )
                 if timed_out
                 else McpServerFailed(
@@ -480,34 +599,25 @@ class McpService:
                 )
             )
             # The request's entry (if it was sent) gets its end: an error, never a silence.
-            self.publish(
-                "mcp.error",
-                f"{launch.server}: {method} {'timed out' if timed_out else 'failed'}",
-                {
-                    "mcpSessionId": launch.launch_id,
-                    "mcpRequestId": exchange.request_id,
-                    "epochId": epoch_id,
-                }
-                | ({"correlationId": exchange.correlation_id} if exchange.correlation_id else {}),
-                bounded(
-                    {
-                        "direction": "in",
-                        "method": method,
-                        "error": {"code": error.code, "message": error.message},
-                        "server": launch.server,
-                        "transport": launch.transport,
-                    }
-                ),
-                status="error",
-                durationMs=round((time.monotonic() - began) * 1000, 3),
-                href=page("workbench.protocol", launch.launch_id),
+            self._ended_entry(
+                launch,
+                epoch_id,
+                exchange,
+                method,
+                f"{'timed out' if timed_out else 'failed'}",
+                {"error": {"code": error.code, "message": error.message}},
+                began,
             )
             raise error from None
+        finally:
+            self.operations.remove(flight)
         outcome: dict[str, Any] = {
             "method": method,
             "mcpRequestId": exchange.request_id,
             "durationMs": exchange.duration_ms or 0.0,
         }
+        if "operationId" in operation:
+            outcome["operationId"] = flight.key
         if exchange.error is not None:
             code = exchange.error.get("code")  # the server's word: an integer, or not
             answered: dict[str, Any] = {
@@ -517,30 +627,111 @@ class McpService:
             if "data" in exchange.error:
                 answered["data"] = exchange.error["data"]
             outcome["error"] = answered
+        elif exchange.result is None and flight.cancel_reason is not None:
+            outcome["cancelled"] = {"reason": flight.cancel_reason}
+            outcome["durationMs"] = round((time.monotonic() - began) * 1000, 3)
+            self._ended_entry(
+                launch,
+                epoch_id,
+                exchange,
+                method,
+                "cancelled",
+                {"cancelled": {"reason": flight.cancel_reason}},
+                began,
+            )
         else:
             outcome["result"] = exchange.result
         return outcome
+
+    def _ended_entry(
+        self,
+        launch: Launch,
+        epoch_id: str,
+        exchange: Exchange,
+        method: str,
+        how: str,
+        said: dict[str, Any],
+        began: float,
+    ) -> None:
+        """The end of a request the server never answered (timed out, failed, cancelled): an
+        `mcp.error` entry carrying the request's join keys, so its row is never left running."""
+        self.publish(
+            "mcp.error",
+            f"{launch.server}: {method} {how}",
+            {
+                "mcpSessionId": launch.launch_id,
+                "mcpRequestId": exchange.request_id,
+                "epochId": epoch_id,
+            }
+            | ({"correlationId": exchange.correlation_id} if exchange.correlation_id else {}),
+            bounded(
+                {
+                    "direction": "in",
+                    "method": method,
+                    **said,
+                    "server": launch.server,
+                    "transport": launch.transport,
+                }
+            ),
+            status="error",
+            durationMs=round((time.monotonic() - began) * 1000, 3),
+            href=page("workbench.protocol", launch.launch_id),
+        )
 
     async def _operate(
         self,
         launch: Launch,
         artifact: Path,
         epoch_id: str,
+        flight: InFlight,
         exchange: Exchange,
-        method: str,
         params: dict[str, Any],
         meta: dict[str, Any] | None,
     ) -> Exchange:
         from bundle_server.mcp.connection import McpDown  # as in `operate`
 
-        connection = await self._connection(launch, artifact, epoch_id)
+        flight.started()
+        if flight.cancel_reason is not None:  # cancelled before it started: nothing is sent
+            return exchange
+        connection: McpConnection | None = None
         try:
+            connection = await self._connection(launch, artifact, epoch_id)
             return await connection.operate(
-                exchange, method, params, meta, seconds("mcp-request-time")
+                exchange, flight.method, params, meta, flight.timeout, flight.progressed
             )
         except McpDown:
-            await self._drop(launch.launch_id, connection)
+            if connection is not None:
+                await self._drop(launch.launch_id, connection)
+            if flight.cancel_reason is not None:  # its session was disconnected
+                return exchange
             raise
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if flight.cancel_reason is None or task is None:
+                raise  # the bridge is closing, or the request's own time ran out
+            task.uncancel()  # our cancel, answered as the operation's outcome
+            return exchange
+
+    # --- operations in flight ---
+
+    def operation(self, session_id: str, key: str) -> dict[str, Any]:
+        """McpOperationInFlight of operation `key` on `session_id`, in flight or lately
+        ended (BX3203, BX3204)."""
+        self._known(session_id)
+        return self.operations.get(session_id, key, ended=True).record()
+
+    def cancel(self, session_id: str, key: str) -> dict[str, Any]:
+        """Cancel operation `key` on `session_id`: it answers cancelled at once, the server
+        gets `notifications/cancelled`, the session stays open (BX3203, BX3204)."""
+        self._known(session_id)
+        flight = self.operations.get(session_id, key)
+        flight.cancel("cancelled from the Workbench")
+        return flight.record()
+
+    def _known(self, session_id: str) -> None:
+        """BX3203 unless `session_id` is a launch of the active epoch or has calls in flight."""
+        if not self.operations.of_session(session_id):
+            self._find(session_id)
 
     async def _connection(self, launch: Launch, artifact: Path, epoch_id: str) -> McpConnection:
         from bundle_server.mcp.connection import McpConnection  # as in `operate`
@@ -617,6 +808,62 @@ class McpService:
             for session_id in self.apps.sessions() - keep:
                 self._closed_session(session_id)
 
+    # --- sessions ---
+
+    def session(self, session_id: str) -> dict[str, Any]:
+        """McpSession of `session_id`, or of the active epoch's launch succeeding it."""
+        epoch_id, _, launch, asked = self._resolve(session_id)
+        return self._session_record(epoch_id, launch, asked)
+
+    def disconnect(self, session_id: str) -> dict[str, Any]:
+        """End the session of `session_id` (its calls in flight end cancelled, its server
+        process ends); the next operation opens it afresh."""
+        epoch_id, _, launch = self._find(session_id)
+        self._end_session(launch, "the session was disconnected")
+        return self._session_record(epoch_id, launch, None)
+
+    def restart(self, session_id: str) -> dict[str, Any]:
+        """End the session of `session_id` as `disconnect` does, and open it again (BX3201
+        when its server does not start)."""
+        from bundle_server.mcp.connection import McpDown  # as in `operate`
+
+        epoch_id, artifact, launch = self._find(session_id)
+        self._end_session(launch, "the session was restarted")
+        try:
+            self.bridge.call(
+                self._connection(launch, artifact, epoch_id), seconds("mcp-connect-time") + 1
+            )
+        except (McpDown, TimeoutError, BridgeClosed, FutureCancelled) as failure:
+            raise McpServerFailed(
+                f"MCP server {launch.server}: {failure}", {"mcpSessionId": launch.launch_id}
+            ) from None
+        return self._session_record(epoch_id, launch, None)
+
+    def _end_session(self, launch: Launch, reason: str) -> None:
+        for flight in self.operations.of_session(launch.launch_id):
+            flight.cancel(reason)
+
+        async def end() -> None:
+            # After the cancels (the loop runs them first): their courtesy cancels go out
+            # while the session is still there to carry them.
+            await asyncio.sleep(0)
+            connection = self._connections.get(launch.launch_id)
+            if connection is not None:
+                await self._drop(launch.launch_id, connection)
+
+        with contextlib.suppress(TimeoutError, BridgeClosed, FutureCancelled):
+            self.bridge.call(end(), seconds("mcp-connect-time") * 2 + 1)
+
+    def _session_record(self, epoch_id: str, launch: Launch, asked: str | None) -> dict[str, Any]:
+        found = {
+            "launchId": launch.launch_id,
+            "serverName": launch.server,
+            "epochId": epoch_id,
+            "targets": list(launch.targets),
+            "session": session_state(self.sessions().get(launch.launch_id)),
+        }
+        return found | ({"resolvedFrom": asked} if asked is not None else {})
+
     def sessions(self) -> dict[str, dict[str, Any]]:
         """Open sessions: launch id -> the server's initialize result."""
 
@@ -642,14 +889,7 @@ class McpService:
         for row in servers(artifact):
             launches = []
             for launch in launch_groups(artifact, epoch_id, row["name"], installed):
-                said = opened.get(launch.launch_id)
-                session: dict[str, Any] = {"state": "closed"}
-                if said is not None:
-                    session = {"state": "open"} | {
-                        key: said[key]
-                        for key in ("protocolVersion", "serverInfo", "capabilities", "instructions")
-                        if key in said
-                    }
+                session = session_state(opened.get(launch.launch_id))
                 launches.append(launch.listed() | {"session": session})
             listed.append(
                 {

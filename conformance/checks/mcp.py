@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from contextlib import suppress
@@ -47,6 +48,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
+from bundle_contract._spec import get_spec
 from conformance import _expect
 from conformance._client import Client
 from conformance._registry import Context, check
@@ -87,6 +89,12 @@ NAMED = {
         "mcp_crash_tool",
         "a tool of the named MCP server whose call ends the server's process",
         "calls no tool",
+    ),
+    "mcp_slow_tool": (
+        "--mcp-slow-tool NAME and --mcp-slow-arguments JSON",
+        "mcp_slow_tool and mcp_slow_arguments",
+        "a tool of the named MCP server whose call takes several seconds (the kit cancels it)",
+        "cancels no call",
     ),
 }
 CORRELATION = ("MCP-014", "LIM-009")  # the rows of tools/call's correlationId
@@ -900,3 +908,222 @@ def mcp_trace(ctx: Context) -> None:
         f"{len(pairs)} operations on {session} traced as request and response pairs: "
         + ", ".join(p.label for p in pairs)
     )
+
+
+# -- operations in flight and sessions (ours: mcp-shape) ----------------------------------------
+
+OPERATION = "{operationId}"
+
+
+def operation_path(route_id: str, session: str, key: str) -> str:
+    """The read (`mcp.operations.get`) or cancel (`mcp.operations.cancel`) path of one
+    operation of a session."""
+    return path(route_id).replace(PARAM, quote(session, safe="")).replace(OPERATION, quote(key))
+
+
+def session_path(route_id: str, session: str) -> str:
+    return path(route_id).replace(PARAM, quote(session, safe=""))
+
+
+def send(ctx: Context, route_id: str, where: str) -> Reply:
+    """One request to a control route (a POST says it has no body: Content-Length 0)."""
+    method = str(_expect.route(route_id)["method"])
+    client = Client(replace(ctx.target, timeout=wait()))
+    return client.request(method, where, body=b"" if method == "POST" else None)
+
+
+@check("MCP-104", "MCP-106", needs=(SHAPE,))
+def mcp_control_errors(ctx: Context) -> None:
+    """On an unknown session, reading or cancelling an operation, and reading, disconnecting or
+    restarting the session, answer BX3203; an operation id outside McpOperationId.json is
+    refused (BX1004). On the named server's session: an operation that just ended is read
+    `ended` and its cancel is BX3204, as is the cancel of one that never started; the
+    session's read names its launch, disconnect closes it and restart opens it again."""
+    available(ctx)
+    unknown = made_up("session")
+    key = f"conformance-{secrets.token_hex(4)}"
+    for route_id in ("mcp.operations.get", "mcp.operations.cancel"):
+        where = operation_path(route_id, unknown, key)
+        reply = send(ctx, route_id, where)
+        ctx.expect_error(reply, "BX3203", f"{where} (an unknown session)", "MCP-104")
+        bad = operation_path(route_id, unknown, "not an operation id")
+        reply = send(ctx, route_id, bad)
+        ctx.expect_error(reply, "BX1004", f"{bad} (an id outside McpOperationId)", "MCP-104")
+    for route_id in ("mcp.sessions.get", "mcp.sessions.disconnect", "mcp.sessions.restart"):
+        where = session_path(route_id, unknown)
+        reply = send(ctx, route_id, where)
+        ctx.expect_error(reply, "BX3203", f"{where} (an unknown session)", "MCP-106")
+    if ctx.target.mcp_server is None:
+        ctx.note(f"the control routes refuse session {unknown}; {unnamed('mcp_server')}")
+        return
+    found = launch(ctx)
+    session = found.session
+    ended = f"conformance-{secrets.token_hex(4)}"
+    answered = outcome(ctx, operate(ctx, session, {"method": "ping", "operationId": ended}), "ping")
+    ctx.check(
+        answered.get("operationId") == ended,
+        f"a ping with operationId {ended!r} answered operationId {answered.get('operationId')!r}",
+        "MCP-104",
+    )
+    where = operation_path("mcp.operations.get", session, ended)
+    reply = send(ctx, "mcp.operations.get", where)
+    read = body_of(reply)
+    if ctx.check(
+        reply.status == 200 and isinstance(read, dict) and isinstance(read.get("operation"), dict),
+        f"GET {where} (a ping that just ended): {reply.describe()} {reply.body[:160]!r}",
+        "MCP-104",
+    ):
+        assert isinstance(read, dict)
+        for problem in ctx.problems("McpOperationInFlight.json", read["operation"])[:3]:
+            ctx.fail(f"GET {where}: {problem}", "MCP-104")
+        ctx.check(
+            read["operation"].get("ended") is True,
+            f"GET {where}: the ping that answered is not `ended`: {read['operation']}",
+            "MCP-104",
+        )
+    for label, name in (("that ended", ended), ("that never started", key)):
+        where = operation_path("mcp.operations.cancel", session, name)
+        reply = send(ctx, "mcp.operations.cancel", where)
+        ctx.expect_error(reply, "BX3204", f"the cancel of an operation {label}", "MCP-104")
+    sessions: list[tuple[str, str]] = []
+    for route_id, state in (
+        ("mcp.sessions.get", None),
+        ("mcp.sessions.disconnect", "closed"),
+        ("mcp.sessions.restart", "open"),
+    ):
+        where = session_path(route_id, session)
+        reply = send(ctx, route_id, where)
+        body = body_of(reply)
+        got = body.get("session") if isinstance(body, dict) else None
+        if not ctx.check(
+            reply.status == 200 and isinstance(got, dict),
+            f"{where}: {reply.describe()} {reply.body[:160]!r}, not 200 `{{session}}`",
+            "MCP-106",
+        ):
+            continue
+        assert isinstance(got, dict)
+        for problem in ctx.problems("McpSession.json", got)[:3]:
+            ctx.fail(f"{where}: {problem}", "MCP-106")
+        said = got.get("session")
+        now = said.get("state") if isinstance(said, dict) else None
+        ctx.check(
+            got.get("launchId") == session and got.get("serverName") == found.server,
+            f"{where} names launch {got.get('launchId')!r} of {got.get('serverName')!r}",
+            "MCP-106",
+        )
+        if state is not None:
+            ctx.check(now == state, f"{where}: the session is {now!r}, not {state}", "MCP-106")
+        sessions.append((route_id, str(now)))
+    ctx.note(
+        f"on {session}: an ended operation read `ended`, cancels refused BX3204; "
+        + ", ".join(f"{r} {s}" for r, s in sessions)
+    )
+
+
+class InBackground:
+    """An operation whose request runs in a thread while the check watches it."""
+
+    def __init__(self, ctx: Context, session: str, body: dict[str, Any]) -> None:
+        self.reply: Reply | None = None
+        self.answered = 0.0
+        self._thread = threading.Thread(target=self._run, args=(ctx, session, body), daemon=True)
+        self._thread.start()
+
+    def _run(self, ctx: Context, session: str, body: dict[str, Any]) -> None:
+        self.reply = operate(ctx, session, body)
+        self.answered = time.monotonic()
+
+    @property
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def join(self) -> Reply | None:
+        self._thread.join(wait())
+        return self.reply
+
+
+@check("MCP-103", "MCP-105", needs=(SHAPE,))
+def mcp_cancel(ctx: Context) -> None:
+    """A call of the named slow tool with an operationId is read while in flight
+    (McpOperationInFlight.json), then cancelled: its operations request answers at once with
+    `cancelled`, the trace holds the `notifications/cancelled` sent for its request (carrying
+    its mcpRequestId), and the session answers a ping after it. A call of it with `timeoutMs`
+    1000 answers BX3202 within seconds; a `timeoutMs` outside mcp-call-time is refused."""
+    available(ctx)
+    found = launch(ctx)
+    tool = named(ctx, "mcp_slow_tool")
+    arguments = ctx.target.mcp_argument_values("mcp_slow_arguments")
+    key = f"conformance-{secrets.token_hex(6)}"
+    after = latest(ctx, "trace.replay")
+    call = InBackground(ctx, found.session, tool_call(tool, arguments, operationId=key))
+    where = operation_path("mcp.operations.get", found.session, key)
+    deadline = time.monotonic() + wait()
+    while True:  # until the call is in flight (its session may be starting)
+        reply = send(ctx, "mcp.operations.get", where)
+        read = body_of(reply)
+        in_flight = isinstance(read, dict) and isinstance(read.get("operation"), dict)
+        if reply.status == 200 and in_flight:
+            break
+        if call.done or time.monotonic() > deadline:
+            answered = call.join()
+            ctx.not_testable(
+                f"the call of {tool!r} was never read in flight ({reply.describe()}); it"
+                f" answered {answered.describe() if answered else 'nothing'}: name a slower tool"
+            )
+        time.sleep(0.05)
+    for problem in ctx.problems("McpOperationInFlight.json", read["operation"])[:3]:
+        ctx.fail(f"GET {where}: {problem}", "MCP-103")
+    asked = time.monotonic()
+    cancel = operation_path("mcp.operations.cancel", found.session, key)
+    reply = send(ctx, "mcp.operations.cancel", cancel)
+    ctx.check(
+        reply.status == 200, f"POST {cancel}: {reply.describe()} {reply.body[:160]!r}", "MCP-103"
+    )
+    answered = call.join()
+    if answered is None:
+        ctx.fail(f"the cancelled call of {tool!r} never answered", "MCP-103")
+        return
+    took = call.answered - asked
+    if answered.status != 200:
+        ctx.fail(
+            f"the cancelled call of {tool!r} answered {answered.describe()}"
+            f" {answered.body[:160]!r}, not an outcome holding `cancelled`",
+            "MCP-103",
+        )
+        return
+    got = outcome(ctx, answered, f"the cancelled call of {tool!r}", "MCP-103")
+    ctx.check(
+        isinstance(got.get("cancelled"), dict) and "result" not in got,
+        f"the cancelled call answered {json.dumps(got)[:200]}, not `cancelled`",
+        "MCP-103",
+    )
+    ctx.check(took < 3, f"the cancelled call answered {took:.1f} s after its cancel", "MCP-103")
+    request_id = got.get("mcpRequestId")
+
+    def told(entries: list[dict[str, Any]]) -> bool:
+        return any(
+            details(e).get("method") == "notifications/cancelled"
+            and correlation(e).get("mcpRequestId") == request_id
+            for e in entries
+        )
+
+    ctx.check(
+        told(session_entries(ctx, after, found.session, told)),
+        f"no notifications/cancelled for request {request_id!r} in the session's trace",
+        "MCP-103",
+    )
+    ping = outcome(ctx, operate(ctx, found.session, {"method": "ping"}), "a ping after it")
+    ctx.check("result" in ping, f"a ping after the cancel answered {ping}", "MCP-103")
+    began = time.monotonic()
+    reply = operate(ctx, found.session, tool_call(tool, arguments, timeoutMs=1000))
+    ctx.expect_error(reply, "BX3202", f"a call of {tool!r} with timeoutMs 1000", "MCP-105")
+    ctx.check(
+        time.monotonic() - began < 6,
+        f"the call with timeoutMs 1000 answered after {time.monotonic() - began:.1f} s",
+        "MCP-105",
+    )
+    low = get_spec().limit("mcp-call-time")["minimum"]
+    for bad in (low - 1, _expect.limit("mcp-call-time") + 1):
+        reply = operate(ctx, found.session, {"method": "ping", "timeoutMs": bad})
+        ctx.expect_error(reply, "BX1004", f"a ping with timeoutMs {bad}", "MCP-105")
+    ctx.note(f"{tool!r} cancelled in {took:.2f} s, the session kept; timeoutMs honoured")

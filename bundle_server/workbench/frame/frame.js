@@ -8,12 +8,21 @@
 "use strict";
 
 const allowed = document.querySelector('meta[name="workbench-origins"]').content.split(" ");
-let workbench = null; // the Workbench origin that framed this page, once it has spoken
+// The Workbench origin that framed this page: named by the browser where it can
+// (location.ancestorOrigins, Chromium and WebKit), else learnt when the Workbench first speaks.
+let workbench = framedBy();
 let app = null;
+
+function framedBy() {
+  const ancestors = window.location.ancestorOrigins;
+  const parent = ancestors && ancestors.length ? ancestors[0] : null;
+  return allowed.includes(parent) ? parent : null;
+}
 
 function toWorkbench(message) {
   if (workbench) window.parent.postMessage(message, workbench);
-  // Before the Workbench spoke: to each allowed origin (only the parent's one delivers).
+  // A browser that does not name the parent, before it spoke: to each allowed origin (only
+  // the parent's one delivers; the others are refused with a console line).
   else for (const origin of allowed) window.parent.postMessage(message, origin);
 }
 

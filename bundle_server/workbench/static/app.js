@@ -76,7 +76,7 @@ function showBuild(status) {
   if (!status) return;
   const build = status.build || {};
   const artifact = status.artifact || {};
-  const epoch = artifact.epochId ? ` · ${artifact.epochId}` : "";
+  const epoch = artifact.activeEpoch ? ` · ${artifact.activeEpoch.id}` : "";
   replace(buildBadge, h("a", { href: "/project" }, `build ${build.state || "?"}${epoch}`));
   buildBadge.dataset.state = build.state || "";
 }

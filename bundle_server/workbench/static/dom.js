@@ -35,3 +35,27 @@ export function replace(parent, ...children) {
 export function time(iso) {
   return typeof iso === "string" ? iso.slice(11, 23) : "";
 }
+
+/** "1 record", "2 records": `count` and the noun that agrees with it. */
+export function plural(count, one, many = `${one}s`) {
+  return `${count} ${count === 1 ? one : many}`;
+}
+
+// The three states a view shows where its content will be (app.css styles each): nothing to
+// show yet (and, where it helps, what would fill it), a read under way, a read that failed.
+export function emptyState(...children) {
+  return h("p", { className: "empty-state" }, ...children);
+}
+
+export function loadingState(text = "Loading…") {
+  return h("p", { className: "loading", role: "status" }, text);
+}
+
+export function errorState(text) {
+  return h("p", { className: "error-state", role: "alert" }, text);
+}
+
+/** A table row across all `columns` holding one of the states above, for a table's body. */
+export function tableNote(columns, state) {
+  return h("tr", { className: "table-note" }, h("td", { colSpan: columns }, state));
+}

@@ -108,13 +108,14 @@ export function mountNotices(root) {
     if (hadFocus) (panel.querySelector("li button") || toggle).focus();
   }
 
-  panel.addEventListener("keydown", (event) => {
-    if (event.key !== "Escape") return;
+  // Escape closes the list from wherever focus is (a dismissed row's button is gone, and focus
+  // with it, until the list is read again); focus that was in the list, or nowhere, goes back
+  // to the count.
+  document.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape" || panel.hidden) return;
+    const lost = root.contains(document.activeElement) || document.activeElement === document.body;
     setOpen(false);
-    toggle.focus();
-  });
-  toggle.addEventListener("keydown", (event) => {
-    if (event.key === "Escape") setOpen(false);
+    if (lost) toggle.focus();
   });
   // A click anywhere else closes the list, as a menu would.
   document.addEventListener("click", (event) => {

@@ -1,8 +1,8 @@
 // Replay, and Edit and replay, of a protocol row: a tools/call or prompts/get our client sent.
 // The arguments are the request's own, read from its kept message (mcp-message.js). Replay
 // sends the same operation again through the operations route; Edit and replay opens the MCP
-// view's form of that tool or prompt filled with them (`/mcp?session=&tool=&args=<json>`, read
-// there once by `givenArguments`).
+// view's form of that tool or prompt filled with them (`/mcp?session=&tool=&args=<json>`, which
+// the MCP view reads).
 import { postJSON } from "/assets/api.js";
 import { loadMessage } from "/assets/mcp-message.js";
 
@@ -47,21 +47,4 @@ export async function editHref(session, entry) {
   const query = new URLSearchParams({ session, [SUBJECTS[request.method]]: request.name });
   query.set("args", JSON.stringify(request.arguments));
   return `/mcp?${query}`;
-}
-
-/** The arguments an address gives the MCP view's form (`args`, a JSON object): a function that
- * answers them once (the form opened first gets them), then undefined. */
-export function givenArguments(params) {
-  let given;
-  try {
-    const value = JSON.parse(params.get("args") || "null");
-    if (value && typeof value === "object" && !Array.isArray(value)) given = value;
-  } catch (error) {
-    // a hand-edited address: the form opens empty
-  }
-  return () => {
-    const value = given;
-    given = undefined;
-    return value;
-  };
 }

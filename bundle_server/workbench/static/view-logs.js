@@ -2,7 +2,7 @@
 // table as the trace. A record correlated to the trace links to `/trace?correlation=<value>`,
 // which the page follows in place (app.js's link handler).
 import { follow } from "/assets/api.js";
-import { h, replace, time } from "/assets/dom.js";
+import { emptyState, h, plural, replace, time } from "/assets/dom.js";
 import { VirtualTable } from "/assets/virtual-table.js";
 
 export const title = "Raw logs";
@@ -38,12 +38,14 @@ export function mount(container) {
     selectable: () => false,
   });
   const counts = h("span", { className: "muted counts" });
+  const empty = emptyState("No log records yet: the server's records appear here as it writes them.");
   replace(
     container,
     h(
       "div",
       { className: "logs-view" },
       h("div", { className: "toolbar" }, h("h2", {}, "Raw logs"), counts),
+      empty,
       table.element,
     ),
   );
@@ -59,7 +61,8 @@ export function mount(container) {
       table.droppedFront(dropped);
     }
     table.update(records, { follow: atEnd });
-    counts.textContent = `${records.length} records`;
+    counts.textContent = plural(records.length, "record");
+    empty.hidden = records.length > 0;
   }
 
   const stream = follow("/api/logs/stream", {
@@ -79,7 +82,7 @@ export function mount(container) {
     },
   });
   table.update(records);
-  counts.textContent = "0 records";
+  counts.textContent = plural(0, "record");
   return {
     unmount() {
       stream.close();

@@ -6,13 +6,20 @@
 // the rest) and checked here before anything is sent; the outcome shows the result content,
 // isError, the JSON-RPC error or the HTTP error. A call that succeeded can be saved (name and
 // arguments, in localStorage under the server's name) and run again with one click.
-// `&tool=<name>` / `&prompt=<name>` open that tool or prompt. A tool with an MCP App
+// `&tool=<name>` / `&prompt=<name>` open that tool or prompt, `&args=<json>` fills the tool's
+// form (kept in the address bar as it is typed). A tool with an MCP App
 // (`_meta.ui.resourceUri`) shows the App during each call (app-preview.js: a frame of the App
 // frame origin, bound to the call), with the binding's state and a Cancel.
+// Each call names itself (`operationId`): while it runs, its progress is read from
+// GET .../operations/<operationId> (the server's notifications/progress) and its Cancel posts
+// .../cancel (the call then answers cancelled, the session kept); a time limit of its own
+// goes as `timeoutMs`. The selected session can be disconnected and restarted. A launch the
+// active epoch does not have (a link of a past epoch, or the one shown when a new epoch
+// comes) is followed to the active epoch's launch of the same server (GET
+// /api/mcp/sessions/<id>), keeping the tool, the prompt and what was typed.
 import { ApiError, follow, getJSON, postJSON } from "/assets/api.js";
 import { mountApp } from "/assets/app-preview.js";
 import { h, replace } from "/assets/dom.js";
-import { givenArguments } from "/assets/mcp-replay.js";
 import { mountServerRequests } from "/assets/view-mcp-requests.js";
 
 export const title = "MCP";
@@ -20,6 +27,8 @@ export const title = "MCP";
 const SAVED_KEY = "bundle-devkit.mcp.saved.";
 const MAX_PAGES = 20; // list pages followed per listing (nextCursor)
 const CORRELATION_MAX = 256; // limit tools-call-correlation-id
+const CALL_TIME = { min: 100, max: 600000 }; // limit mcp-call-time (ms)
+const PROGRESS_POLL = 250; // ms between reads of a call's progress while it runs
 const SIMPLE = ["string", "number", "integer", "boolean"];
 
 function pretty(value) {
@@ -38,6 +47,17 @@ function appResource(tool) {
   const meta = tool && isObject(tool._meta) ? tool._meta : {};
   const ui = isObject(meta.ui) ? meta.ui.resourceUri : meta["ui/resourceUri"];
   return typeof ui === "string" && ui.startsWith("ui://") ? ui : "";
+}
+
+/** The `args` query (a JSON object) as a form's filling, or null. */
+function argumentsOf(text) {
+  if (!text) return null;
+  try {
+    const parsed = JSON.parse(text);
+    return isObject(parsed) ? { arguments: parsed } : null;
+  } catch (error) {
+    return null;
+  }
 }
 
 function isObject(value) {
@@ -291,7 +311,14 @@ function showOutcome(box, outcome, failure, extra) {
     `${outcome.method} · ${outcome.mcpRequestId} · ${outcome.durationMs} ms`,
     extra && extra.correlationId ? ` · correlation ${extra.correlationId}` : "",
   );
-  if (outcome.error) {
+  if (outcome.cancelled) {
+    box.dataset.status = "cancelled";
+    replace(
+      box,
+      h("p", {}, h("strong", { className: "outcome-status" }, "cancelled"), ` ${outcome.cancelled.reason}`),
+      meta,
+    );
+  } else if (outcome.error) {
     box.dataset.status = "rpc-error";
     replace(
       box,
@@ -358,12 +385,18 @@ export function mount(container, params) {
   const launchErrors = new Map(); // launchId -> text of its last Connect failure
   const connecting = new Set();
   // What is selected, and a counter so a slow answer for an earlier choice is dropped.
+  // Query keys read: session, tool, prompt, and args (the tool form's arguments, a JSON
+  // object: how a link, a reload or "Edit and replay" fills the form).
   const chosen = {
     session: params.get("session") || "",
     tool: params.get("tool") || "",
     prompt: params.get("prompt") || "",
+    args: params.get("args") || "",
   };
-  const takeArguments = givenArguments(params); // Edit and replay's (mcp-replay.js), once
+  // What the next tool form opened is filled with: {arguments} (a link's args) or {raw} (what
+  // was typed, kept when the form is made again for the active epoch's launch).
+  let pendingForm = argumentsOf(chosen.args);
+  let following = ""; // the launch of a past epoch being followed to the active epoch
   let selection = 0;
   let tools = [];
   let prompts = [];
@@ -404,6 +437,7 @@ export function mount(container, params) {
     if (chosen.session) query.set("session", chosen.session);
     if (chosen.session && chosen.tool) query.set("tool", chosen.tool);
     if (chosen.session && chosen.prompt) query.set("prompt", chosen.prompt);
+    if (chosen.session && chosen.tool && chosen.args) query.set("args", chosen.args);
     const url = `/mcp${query.toString() ? `?${query}` : ""}`;
     if (url !== location.pathname + location.search) history.replaceState(null, "", url);
   }
@@ -452,11 +486,7 @@ export function mount(container, params) {
               : "No epoch is active yet: the project has not built.",
           ),
     );
-    if (chosen.session && !panel.hidden && !launchOf(chosen.session)) {
-      sessionNote.textContent = `${chosen.session} is not a launch of the active epoch${
-        listed.epochId ? ` (${listed.epochId})` : ""
-      }: select one above.`;
-    }
+    if (chosen.session && !panel.hidden && !launchOf(chosen.session)) followLaunch(chosen.session);
     if (focused) {
       const again = serverList.querySelector(`[data-key="${CSS.escape(focused)}"]`);
       if (again) again.focus();
@@ -562,7 +592,26 @@ export function mount(container, params) {
   const sessionTitle = h("h3", { id: "mcp-session-title" });
   const sessionNote = h("p", { className: "muted", role: "status" });
   const protocolLink = h("a", {}, "Protocol messages of this session");
+  const disconnectButton = h(
+    "button",
+    { type: "button", className: "btn", onclick: () => sessionAction("disconnect") },
+    "Disconnect",
+  );
+  const restartButton = h(
+    "button",
+    { type: "button", className: "btn", onclick: () => sessionAction("restart") },
+    "Restart",
+  );
   const toolsList = h("ul", { className: "mcp-items mcp-tool-list", "aria-label": "Tools" });
+  const toolSearch = h("input", {
+    type: "search",
+    autocomplete: "off",
+    placeholder: "Search tools",
+    "aria-label": "Search tools",
+    hidden: true,
+    oninput: () => renderTools(),
+  });
+  const toolCount = h("span", { className: "muted", role: "status" });
   const toolPane = h("div", { className: "mcp-tool" });
   const savedList = h("ul", { className: "saved-calls", "aria-label": "Saved calls" });
   const resourcesList = h("ul", { className: "mcp-items", "aria-label": "Resources" });
@@ -572,7 +621,12 @@ export function mount(container, params) {
   const promptPane = h("div", { className: "mcp-prompt" });
   replace(
     panel,
-    h("div", { className: "details-head" }, sessionTitle, protocolLink),
+    h(
+      "div",
+      { className: "details-head" },
+      sessionTitle,
+      h("div", { className: "toolbar", role: "group", "aria-label": "Session" }, disconnectButton, restartButton, protocolLink),
+    ),
     sessionNote,
     h(
       "div",
@@ -580,7 +634,7 @@ export function mount(container, params) {
       h(
         "section",
         { className: "mcp-tools", "aria-labelledby": "mcp-tools-title" },
-        h("h4", { id: "mcp-tools-title" }, "Tools"),
+        h("div", { className: "toolbar" }, h("h4", { id: "mcp-tools-title" }, "Tools"), toolSearch, toolCount),
         toolsList,
         toolPane,
         h("h4", { id: "mcp-saved-title" }, "Saved calls"),
@@ -613,13 +667,68 @@ export function mount(container, params) {
     return found ? found.server.name : "";
   }
 
-  async function select(id, { tool = "", prompt = "" }) {
+  /** Disconnect (its server process ends, its calls end cancelled) or restart (it starts
+   * afresh) the selected launch's session. */
+  async function sessionAction(action) {
+    const id = chosen.session;
+    disconnectButton.disabled = restartButton.disabled = true;
+    sessionNote.textContent =
+      action === "restart" ? "Restarting the session (the server starts afresh)…" : "Disconnecting the session…";
+    try {
+      const { session } = await postJSON(`/api/mcp/sessions/${encodeURIComponent(id)}/${action}`);
+      if (unmounted || chosen.session !== id) return;
+      sessionNote.textContent =
+        action === "restart"
+          ? `Session restarted · protocol ${session.session.protocolVersion || "?"}`
+          : "Session disconnected: the server process ended; the next call opens it again.";
+    } catch (caught) {
+      if (unmounted || chosen.session !== id) return;
+      sessionNote.textContent = `${action === "restart" ? "Restart" : "Disconnect"}: ${message(caught)}`;
+    } finally {
+      disconnectButton.disabled = restartButton.disabled = false;
+    }
+    listedText = "";
+    await loadServers();
+  }
+
+  /** A launch of a past epoch (a link, or the launch shown when a new epoch came): the
+   * server names the active epoch's launch of the same server for the same host kinds, and
+   * the view selects it, keeping the tool, the prompt and what was typed. */
+  async function followLaunch(old) {
+    if (following === old) return;
+    following = old;
+    const mine = selection;
+    const form = toolForm ? { raw: rawValues(toolForm) } : pendingForm;
+    try {
+      const { session } = await getJSON(`/api/mcp/sessions/${encodeURIComponent(old)}`);
+      if (unmounted || chosen.session !== old || mine !== selection) return;
+      if (!launchOf(session.launchId)) {
+        listedText = "";
+        await loadServers();
+        if (unmounted || chosen.session !== old) return;
+      }
+      following = "";
+      select(session.launchId, { tool: chosen.tool, prompt: chosen.prompt, form, followedFrom: old });
+    } catch (caught) {
+      if (unmounted || chosen.session !== old) return;
+      sessionNote.textContent = `${old} is not a launch of the active epoch${
+        listed && listed.epochId ? ` (${listed.epochId})` : ""
+      }: ${message(caught)}. Select one above.`;
+    } finally {
+      if (following === old) following = "";
+    }
+  }
+
+  async function select(id, { tool = "", prompt = "", form = null, followedFrom = "" }) {
     const mine = ++selection;
     // Selecting the launch shown again lists everything afresh, keeping the tool and prompt.
-    const same = chosen.session === id && !panel.hidden;
+    const same = (chosen.session === id || followedFrom) && !panel.hidden;
+    if (same && toolForm && !form) form = { raw: rawValues(toolForm) };
     chosen.session = id;
     chosen.tool = tool || (same ? chosen.tool : "");
     chosen.prompt = prompt || (same ? chosen.prompt : "");
+    if (!chosen.tool) chosen.args = "";
+    if (form) pendingForm = form;
     syncUrl();
     if (listed) renderServers();
     tools = [];
@@ -641,16 +750,22 @@ export function mount(container, params) {
     const found = launchOf(id);
     if (!found) {
       sessionTitle.textContent = id;
-      sessionNote.textContent = listed
-        ? `${id} is not a launch of the active epoch${listed.epochId ? ` (${listed.epochId})` : ""}: select one above.`
-        : "The servers could not be listed.";
       for (const list of [toolsList, resourcesList, promptsList]) replace(list);
+      if (!listed) {
+        sessionNote.textContent = "The servers could not be listed.";
+        return;
+      }
+      sessionNote.textContent = `Looking for ${id} in the active epoch…`;
+      followLaunch(id);
       return;
     }
     sessionTitle.textContent = `${found.server.name} · ${id}`;
+    if (followedFrom) {
+      sessionNote.textContent = `${followedFrom} was a launch of a past epoch: this is the same server in the active one.`;
+    }
     renderSaved();
     if (found.launch.session.state !== "open") {
-      sessionNote.textContent = "Opening the session (the server starts)…";
+      sessionNote.textContent = `${followedFrom ? `Followed ${followedFrom} to the active epoch. ` : ""}Opening the session (the server starts)…`;
       try {
         await operate(id, "ping");
       } catch (caught) {
@@ -668,7 +783,8 @@ export function mount(container, params) {
     const session = (now && now.launch.session) || {};
     const capabilities = session.capabilities || {};
     sessionNote.textContent =
-      session.state === "open" ? `Session open · protocol ${session.protocolVersion || "?"}` : "";
+      (followedFrom ? `Followed ${followedFrom} (a past epoch) to this launch. ` : "") +
+      (session.state === "open" ? `Session open · protocol ${session.protocolVersion || "?"}` : "");
     await Promise.all([
       capabilities.tools ? loadTools(id, mine) : offersNone(toolsList, "tools"),
       capabilities.resources ? loadResources(id, mine) : offersNone(resourcesList, "resources"),
@@ -705,7 +821,9 @@ export function mount(container, params) {
       tools = found.filter((tool) => isObject(tool) && typeof tool.name === "string");
       renderTools();
       if (chosen.tool) {
-        if (tools.some((tool) => tool.name === chosen.tool)) openTool(chosen.tool, takeArguments());
+        const filling = pendingForm;
+        pendingForm = null;
+        if (tools.some((tool) => tool.name === chosen.tool)) openTool(chosen.tool, filling);
         else replace(toolPane, h("p", { className: "error" }, `The server lists no tool ${chosen.tool}.`));
       }
     } catch (caught) {
@@ -715,37 +833,60 @@ export function mount(container, params) {
     }
   }
 
+  /** The tools whose name, title or description holds every word of the search box. */
+  function searched() {
+    const words = toolSearch.value.toLowerCase().split(/\s+/).filter(Boolean);
+    return tools.filter((tool) => {
+      const text = [tool.name, tool.title, tool.description].filter(Boolean).join(" ").toLowerCase();
+      return words.every((word) => text.includes(word));
+    });
+  }
+
   function renderTools() {
+    toolSearch.hidden = tools.length < 2;
+    const shown = searched();
+    toolCount.textContent =
+      tools.length && shown.length !== tools.length ? `${shown.length} of ${tools.length} tools` : "";
     replace(
       toolsList,
-      tools.length
-        ? tools.map((tool) =>
-            h(
-              "li",
-              { "data-tool": tool.name, title: tool.description || null },
-              h(
-                "button",
-                {
-                  type: "button",
-                  className: "mcp-pick",
-                  "aria-pressed": String(chosen.tool === tool.name),
-                  onclick: () => openTool(tool.name),
-                },
-                tool.name,
-              ),
-            ),
-          )
-        : h("li", { className: "muted" }, "The server lists no tools."),
+      !tools.length
+        ? h("li", { className: "muted" }, "The server lists no tools.")
+        : !shown.length
+          ? h("li", { className: "muted empty-state" }, `No tool matches "${toolSearch.value}".`)
+          : shown.map((tool) => {
+              const app = appResource(tool);
+              return h(
+                "li",
+                { "data-tool": tool.name, "data-app": app ? "true" : null },
+                h(
+                  "button",
+                  {
+                    type: "button",
+                    className: "mcp-pick",
+                    "aria-pressed": String(chosen.tool === tool.name),
+                    "data-name": tool.name,
+                    onclick: () => openTool(tool.name),
+                  },
+                  tool.name,
+                ),
+                app
+                  ? h("span", { className: "badge badge-info mcp-app-mark", title: `MCP App: ${app}` }, "App")
+                  : null,
+                tool.description ? h("span", { className: "muted mcp-tool-description" }, ` ${tool.description}`) : null,
+              );
+            }),
     );
   }
 
   function openTool(name, values) {
     const tool = tools.find((candidate) => candidate.name === name);
     if (!tool) return null;
+    if (values && values.arguments) chosen.args = JSON.stringify(values.arguments);
+    else if (chosen.tool !== name) chosen.args = "";
     chosen.tool = name;
     syncUrl();
     for (const button of toolsList.querySelectorAll("button.mcp-pick")) {
-      button.setAttribute("aria-pressed", String(button.textContent === name));
+      button.setAttribute("aria-pressed", String(button.dataset.name === name));
     }
     const generated = schemaFields("mcp-arg", tool.inputSchema);
     const correlation = h("input", {
@@ -759,16 +900,44 @@ export function mount(container, params) {
     const outcome = h("section", { className: "mcp-outcome", "aria-label": "Outcome", hidden: true });
     // A tool with an App (MCP Apps: _meta.ui.resourceUri) shows it beside the call.
     const resourceUri = appResource(tool);
+    const timeLimit = h("input", {
+      id: "mcp-time-limit",
+      type: "text",
+      inputMode: "numeric",
+      autocomplete: "off",
+      placeholder: "the server's default",
+      "aria-describedby": "mcp-time-limit-error",
+    });
+    const timeLimitError = h("p", { id: "mcp-time-limit-error", className: "error", role: "alert" });
+    timeLimit.addEventListener("input", () => {
+      timeLimit.removeAttribute("aria-invalid");
+      timeLimitError.textContent = "";
+    });
     const appState = h("span", { className: "app-state", role: "status" });
     const appCancel = h("button", { type: "button", disabled: true, onclick: () => cancelApp() }, "Cancel call");
+    const appNote = h("p", { className: "muted app-note" }, resourceUri ? `UI resource ${resourceUri}; it shows during the next call.` : "");
     const appPane = h(
       "section",
       { className: "mcp-app", "aria-label": "App preview", hidden: !resourceUri },
       h("div", { className: "toolbar" }, h("h5", {}, "App"), appState, appCancel),
-      h("p", { className: "muted" }, resourceUri ? `UI resource ${resourceUri}; it shows during the next call.` : ""),
+      appNote,
     );
     const save = h("form", { className: "toolbar save-call", hidden: true, onsubmit: (event) => saveCall(event) });
-    const call = h("button", { type: "submit" }, "Call");
+    const call = h("button", { type: "submit", className: "btn btn-primary" }, "Call");
+    const cancel = h(
+      "button",
+      { type: "button", className: "btn btn-danger", disabled: true, onclick: () => cancelCall(toolForm) },
+      "Cancel",
+    );
+    const progressBar = h("progress", { "aria-label": `Progress of ${name}` });
+    const progressText = h("span", { className: "muted mcp-progress-text" });
+    const progress = h(
+      "div",
+      { className: "mcp-progress", role: "status", "aria-label": "Call progress", hidden: true },
+      progressBar,
+      " ",
+      progressText,
+    );
     const form = h(
       "form",
       {
@@ -776,6 +945,7 @@ export function mount(container, params) {
         "aria-label": `Call ${name}`,
         noValidate: true,
         onsubmit: (event) => submitTool(event),
+        oninput: () => rememberArguments(),
       },
       generated.fields.map((field) => field.element),
       generated.fields.length ? null : h("p", { className: "muted" }, "This tool takes no arguments."),
@@ -785,22 +955,43 @@ export function mount(container, params) {
         h("label", { htmlFor: "mcp-correlation" }, "Correlation id (optional)"),
         correlation,
       ),
-      h("div", { className: "toolbar" }, call),
+      h(
+        "div",
+        { className: "field" },
+        h("label", { htmlFor: "mcp-time-limit" }, "Time limit, ms (optional)"),
+        timeLimit,
+        h(
+          "p",
+          { className: "muted hint" },
+          `How long this call may wait for its answer, ${CALL_TIME.min} to ${CALL_TIME.max} ms.`,
+        ),
+        timeLimitError,
+      ),
+      h("div", { className: "toolbar" }, call, cancel),
+      progress,
       formError,
     );
     toolForm = {
       tool,
       ...generated,
       correlation,
+      timeLimit,
+      timeLimitError,
       formError,
       outcome,
       save,
       call,
+      cancel,
+      progress,
+      progressBar,
+      progressText,
+      running: null, // {session, operationId} of the call in flight
       last: null,
       resourceUri,
       appPane,
       appState,
       appCancel,
+      appNote,
     };
     replace(
       toolPane,
@@ -812,8 +1003,40 @@ export function mount(container, params) {
       outcome,
       save,
     );
-    if (values !== undefined) writeFields(toolForm, values);
+    if (values && values.raw) restoreRaw(toolForm, values.raw);
+    else if (values && values.arguments !== undefined) writeFields(toolForm, values.arguments);
     return toolForm;
+  }
+
+  /** What is typed in the form, as typed (even what does not read yet): kept across a new
+   * epoch, when the form is made again from the new launch's listing. */
+  function rawValues(form) {
+    const fields = {};
+    for (const field of form.fields) fields[field.name] = field.control.value;
+    return { fields, correlation: form.correlation.value, timeLimit: form.timeLimit.value };
+  }
+
+  function restoreRaw(form, raw) {
+    for (const field of form.fields) {
+      if (raw.fields && typeof raw.fields[field.name] === "string") field.control.value = raw.fields[field.name];
+    }
+    form.correlation.value = raw.correlation || "";
+    form.timeLimit.value = raw.timeLimit || "";
+  }
+
+  /** The arguments that read, into the address bar (`args=<json>`): a reload or a link keeps
+   * them. */
+  function rememberArguments() {
+    const form = toolForm;
+    if (!form) return;
+    const values = {};
+    for (const field of form.fields) {
+      const read = field.read();
+      if (!read.error && !read.missing) values[field.name] = read.value;
+    }
+    const found = form.whole ? values.arguments || {} : values;
+    chosen.args = Object.keys(found).length ? JSON.stringify(found) : "";
+    syncUrl();
   }
 
   async function submitTool(event) {
@@ -825,11 +1048,22 @@ export function mount(container, params) {
       read.invalid.control.focus();
       return;
     }
+    const limit = form.timeLimit.value.trim();
+    let timeoutMs;
+    if (limit) {
+      timeoutMs = Number(limit);
+      if (!Number.isInteger(timeoutMs) || timeoutMs < CALL_TIME.min || timeoutMs > CALL_TIME.max) {
+        form.timeLimit.setAttribute("aria-invalid", "true");
+        form.timeLimitError.textContent = `Time limit: a whole number of ms from ${CALL_TIME.min} to ${CALL_TIME.max}`;
+        form.timeLimit.focus();
+        return;
+      }
+    }
     const correlationId = form.correlation.value.trim();
-    await callTool(form, read.arguments, correlationId);
+    await callTool(form, read.arguments, correlationId, timeoutMs);
   }
 
-  async function callTool(form, args, correlationId) {
+  async function callTool(form, args, correlationId, timeoutMs) {
     const id = chosen.session;
     const mine = selection;
     form.call.disabled = true;
@@ -837,20 +1071,25 @@ export function mount(container, params) {
     let outcome = null;
     let failure = null;
     const app = form.resourceUri ? await openApp(form, id, args) : null;
+    const operationId = `wb-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
+    form.running = { session: id, operationId };
+    form.cancel.disabled = false;
+    const watching = watchProgress(form, id, operationId);
     try {
-      outcome = await operate(
-        id,
-        "tools/call",
-        { name: form.tool.name, arguments: args },
-        correlationId ? { correlationId } : undefined,
-      );
+      const extra = { operationId };
+      if (correlationId) extra.correlationId = correlationId;
+      if (timeoutMs !== undefined) extra.timeoutMs = timeoutMs;
+      outcome = await operate(id, "tools/call", { name: form.tool.name, arguments: args }, extra);
     } catch (caught) {
       failure = caught;
     }
+    form.running = null;
+    form.cancel.disabled = true;
+    watching.stop();
     if (app) {
       // The call's end is the App's single terminal notification: its result, or a cancel
       // when there is none (a settled binding answers accepted: false and stays as it is).
-      const body = outcome && !outcome.error ? { result: outcome.result } : { cancelled: true };
+      const body = outcome && outcome.result !== undefined && !outcome.error ? { result: outcome.result } : { cancelled: true };
       await app.settle(body).catch(() => {});
       form.appCancel.disabled = true;
     }
@@ -890,11 +1129,90 @@ export function mount(container, params) {
     }
     form.appPane.querySelector("iframe")?.remove();
     form.appPane.append(preview.element);
+    form.appNote.textContent = `UI resource ${form.resourceUri}, showing the App of this call.`;
     return preview;
   }
 
   async function cancelApp() {
+    if (toolForm && toolForm.running) await cancelCall(toolForm);
     if (preview) await preview.settle({ cancelled: true }).catch(() => {});
+  }
+
+  /** Cancel the form's call in flight: the server sends notifications/cancelled and the call
+   * answers cancelled; a call that ended meanwhile answers as it did. */
+  async function cancelCall(form) {
+    if (!form || !form.running) return;
+    const { session, operationId } = form.running;
+    form.cancel.disabled = true;
+    form.progressText.textContent = "cancelling…";
+    try {
+      await postJSON(
+        `/api/mcp/sessions/${encodeURIComponent(session)}/operations/${encodeURIComponent(operationId)}/cancel`,
+      );
+    } catch (caught) {
+      // BX3204: the call ended before the cancel came; its outcome shows what it answered.
+      if (!(caught instanceof ApiError && caught.code === "BX3204") && form.running) {
+        form.formError.textContent = `Cancel: ${message(caught)}`;
+      }
+    }
+  }
+
+  /** Show the progress of the form's call while it runs (read every PROGRESS_POLL ms); stop()
+   * hides it. */
+  function watchProgress(form, session, operationId) {
+    let stopped = false;
+    let timer = 0;
+    const began = performance.now();
+    form.progress.hidden = false;
+    form.progressBar.removeAttribute("value");
+    form.progressText.textContent = "running…";
+    const path = `/api/mcp/sessions/${encodeURIComponent(session)}/operations/${encodeURIComponent(operationId)}`;
+    async function read() {
+      try {
+        const { operation } = await getJSON(path);
+        if (stopped) return;
+        showProgress(form, operation);
+      } catch (caught) {
+        // Not in flight (yet, or any more): the call's own answer says the rest.
+        if (!stopped && !(caught instanceof ApiError)) form.progressText.textContent = message(caught);
+      }
+      if (!stopped) timer = setTimeout(read, PROGRESS_POLL);
+    }
+    timer = setTimeout(read, PROGRESS_POLL);
+    return {
+      stop() {
+        stopped = true;
+        clearTimeout(timer);
+        const took = ((performance.now() - began) / 1000).toFixed(1);
+        const last = form.progressText.dataset.progress;
+        form.progressText.textContent = last ? `${last} · ended after ${took} s` : "";
+        form.progress.hidden = !last;
+        delete form.progressText.dataset.progress;
+      },
+    };
+  }
+
+  function showProgress(form, operation) {
+    if (operation.ended) return; // its answer is on its way
+    if (operation.cancelled) {
+      form.progressText.textContent = `cancelling: ${operation.cancelled.reason}`;
+      return;
+    }
+    const said = operation.progress;
+    const seconds = (operation.elapsedMs / 1000).toFixed(1);
+    if (!said) {
+      form.progressText.textContent = `running… ${seconds} s of at most ${operation.timeoutMs / 1000} s`;
+      return;
+    }
+    let text = String(said.progress);
+    if (typeof said.total === "number" && said.total > 0) {
+      form.progressBar.max = said.total;
+      form.progressBar.value = Math.min(said.progress, said.total);
+      text = `${said.progress}/${said.total} (${Math.round((said.progress / said.total) * 100)}%)`;
+    }
+    if (said.message) text += ` ${said.message}`;
+    form.progressText.dataset.progress = text;
+    form.progressText.textContent = `${text} · ${seconds} s`;
   }
 
   function offerSave(form, args) {
@@ -973,7 +1291,7 @@ export function mount(container, params) {
       replace(toolPane, h("p", { className: "error", role: "alert" }, `The server lists no tool ${item.tool} now.`));
       return;
     }
-    const form = openTool(item.tool, item.arguments || {});
+    const form = openTool(item.tool, { arguments: item.arguments || {} });
     callTool(form, item.arguments || {}, "");
   }
 
@@ -1098,7 +1416,7 @@ export function mount(container, params) {
           : h("li", { className: "muted" }, "The server lists no prompts."),
       );
       if (chosen.prompt) {
-        if (prompts.some((prompt) => prompt.name === chosen.prompt)) openPrompt(chosen.prompt, takeArguments());
+        if (prompts.some((prompt) => prompt.name === chosen.prompt)) openPrompt(chosen.prompt, argumentsOf(chosen.args));
         else replace(promptPane, h("p", { className: "error" }, `The server lists no prompt ${chosen.prompt}.`));
       }
     } catch (caught) {
@@ -1126,7 +1444,8 @@ export function mount(container, params) {
           argument.required === true,
         ),
       );
-    if (values) for (const field of fields) field.write(values[field.name]);
+    // A link's args (Edit and replay of a prompts/get) fill the form.
+    if (values && values.arguments) for (const field of fields) field.write(values.arguments[field.name]);
     const messages = h("section", { className: "mcp-outcome", "aria-label": "Prompt messages", hidden: true });
     const get = h("button", { type: "submit" }, "Get");
     const form = h(

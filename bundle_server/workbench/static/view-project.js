@@ -4,7 +4,7 @@
 // target host (GET /api/project/skills: the forms are the server's, from spec/hosts.toml);
 // and a Rebuild button (a manual invalidation).
 import { follow, getJSON, postJSON } from "/assets/api.js";
-import { h, replace, time } from "/assets/dom.js";
+import { emptyState, h, loadingState, replace, time } from "/assets/dom.js";
 
 export const title = "Project";
 
@@ -29,6 +29,17 @@ function where(diagnostic) {
   return diagnostic.line ? `${diagnostic.path}:${diagnostic.line}` : diagnostic.path;
 }
 
+/** A diagnostic's message without the location it may begin with: the build writes its
+ * messages whole (`path:line: what`, as the CLI and the console print them alone), and the
+ * location is shown once, beside the message, from the diagnostic's own path and line. */
+function withoutLocation(diagnostic) {
+  const message = diagnostic.message || "";
+  for (const prefix of [where(diagnostic), diagnostic.path]) {
+    if (prefix && message.startsWith(`${prefix}: `)) return message.slice(prefix.length + 2);
+  }
+  return message;
+}
+
 function diagnostics(list, label) {
   if (!list || !list.length) return h("p", { className: "muted" }, `${label}: none`);
   return h(
@@ -42,9 +53,8 @@ function diagnostics(list, label) {
         " ",
         h("code", {}, d.code),
         " ",
-        h("span", { className: "where" }, where(d)),
-        where(d) ? " " : "",
-        d.message,
+        where(d) ? [h("span", { className: "where" }, where(d)), ": "] : null,
+        withoutLocation(d),
       ),
     ),
   );
@@ -175,19 +185,23 @@ function describe(event) {
 }
 
 export function mount(container) {
-  const sections = h("div", { className: "project-sections", "aria-live": "polite" });
+  const sections = h(
+    "div",
+    { className: "project-sections", "aria-live": "polite" },
+    loadingState("Reading the project's status…"),
+  );
   const result = h("span", { className: "muted", role: "status", "aria-label": "Rebuild result" });
-  const error = h("p", { className: "error", role: "alert" });
-  const events = h("ul", { className: "project-events", "aria-label": "Recent project events" });
-  const rebuild = h("button", { type: "button", onclick: requestBuild }, "Rebuild");
+  const error = h("p", { className: "error-state", role: "alert" });
+  const noEvents = h("li", { className: "empty-state" }, "No project events yet: they arrive as sources change and builds run.");
+  const events = h("ul", { className: "project-events", "aria-label": "Recent project events" }, noEvents);
+  const rebuild = h("button", { type: "button", className: "btn-primary", onclick: requestBuild }, "Rebuild");
   const view = h(
     "div",
     { className: "project-view" },
-    h("div", { className: "toolbar" }, h("h2", {}, "Project"), rebuild, result),
+    h("div", { className: "toolbar view-head" }, h("h2", {}, "Project"), rebuild, result),
     error,
     sections,
-    h("h3", {}, "Recent events"),
-    events,
+    h("section", { "aria-labelledby": "project-events-title" }, h("h3", { id: "project-events-title" }, "Recent events"), events),
   );
   replace(container, view);
   let closed = false;
@@ -217,7 +231,11 @@ export function mount(container) {
         view.dataset.epoch = status.artifact.activeEpoch ? status.artifact.activeEpoch.id : "";
         view.dataset.build = status.build.state;
       } catch (caught) {
-        if (!closed) error.textContent = `Could not read the project status: ${caught.message}`;
+        if (closed) return;
+        error.textContent = `Could not read the project status: ${caught.message}`;
+        // Never read yet: the error takes the place of the loading state. (Read before: the
+        // last status stays, under the error.)
+        if (sections.querySelector(".loading")) replace(sections);
       } finally {
         fetching = null;
       }
@@ -240,6 +258,7 @@ export function mount(container) {
   const stream = follow("/api/project/events/stream", {
     sequenceOf: (frame) => frame.sequence,
     onFrame(frame) {
+      noEvents.remove();
       events.prepend(
         h("li", {}, `${time(frame.occurredAt)} ${frame.type} `, h("span", { className: "muted" }, describe(frame))),
       );

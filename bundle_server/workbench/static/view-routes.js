@@ -10,7 +10,7 @@
 // evicted any) and adds the Agent Document, result, outcome, diagnostics and timings. Past
 // invocations (newest first) open the same display; `/routes?invocation=<id>` opens one.
 import { ApiError, connection, getJSON, postJSON, readEvents } from "/assets/api.js";
-import { h, replace, time } from "/assets/dom.js";
+import { emptyState, errorState, h, loadingState, replace, tableNote, time } from "/assets/dom.js";
 
 export const title = "Routes";
 
@@ -77,7 +77,7 @@ export function mount(container, params) {
   const argsError = h("p", { id: "route-args-error", className: "error", role: "alert" });
   const formError = h("p", { className: "error", role: "alert" });
   const run = h("button", { type: "submit" }, "Run");
-  const cancel = h("button", { type: "button", disabled: true, onclick: () => cancelCurrent() }, "Cancel");
+  const cancel = h("button", { type: "button", className: "btn-danger", disabled: true, onclick: () => cancelCurrent() }, "Cancel");
   const epochLine = h("span", { className: "muted" });
   const form = h(
     "form",
@@ -142,8 +142,7 @@ export function mount(container, params) {
   const detail = h("section", { className: "invocation", "aria-label": "Invocation", hidden: true });
 
   // --- Past invocations ---
-  const pastBody = h("tbody");
-  const pastNote = h("p", { className: "muted" });
+  const pastBody = h("tbody", {}, tableNote(COLUMNS.length, loadingState("Reading past invocations…")));
   const refresh = h("button", { type: "button", onclick: () => loadPast() }, "Refresh");
   const past = h(
     "section",
@@ -163,7 +162,6 @@ export function mount(container, params) {
       ),
       pastBody,
     ),
-    pastNote,
   );
 
   const view = h(
@@ -432,7 +430,8 @@ export function mount(container, params) {
     );
     const traceCount = h("span", { className: "muted trace-count" });
     const retention = h("p", { className: "retention", role: "status", hidden: true });
-    const events = h("ol", { className: "render-events", "aria-label": "Render events" });
+    // One tab stop for the whole list: it scrolls, and its events are read, not operated.
+    const events = h("ol", { className: "render-events", "aria-label": "Render events", tabIndex: 0 });
     const eventsNote = h("p", { className: "muted" });
     const document_ = h("pre", { className: "details-json", "aria-label": "Agent Document", tabIndex: 0 });
     const result = h("pre", { className: "details-json", "aria-label": "Result", tabIndex: 0 });
@@ -570,9 +569,11 @@ export function mount(container, params) {
           );
         }),
       );
-      pastNote.textContent = listed.invocations.length ? "" : "No invocations yet.";
+      if (!listed.invocations.length) {
+        replace(pastBody, tableNote(COLUMNS.length, emptyState("No invocations yet: run a route above.")));
+      }
     } catch (error) {
-      if (!unmounted) pastNote.textContent = `Past invocations: ${message(error)}`;
+      if (!unmounted) replace(pastBody, tableNote(COLUMNS.length, errorState(`Past invocations: ${message(error)}`)));
     }
   }
 

@@ -4,7 +4,7 @@
 // or error and a link to the invocation that ran each. Runs answer when they are over: the form
 // waits. An input the surface's schema refuses (BX3104) is shown at the input.
 import { ApiError, follow, getJSON, postJSON } from "/assets/api.js";
-import { h, replace, time } from "/assets/dom.js";
+import { emptyState, errorState, h, loadingState, replace, tableNote, time } from "/assets/dom.js";
 
 export const title = "Runtime";
 
@@ -18,9 +18,16 @@ export function mount(container) {
   const target = h("select", { "aria-label": "Target host" });
   const input = h("textarea", { rows: 4, cols: 60, "aria-label": "Input (JSON)" }, "null");
   const fixture = h("select", { "aria-label": "Fixture" }, h("option", { value: "" }, "no fixture"));
-  const error = h("p", { className: "error", role: "alert" });
+  const error = h("p", { className: "error-state", role: "alert" });
   const result = h("section", { className: "run-result", "aria-label": "Last run" });
-  const runs = h("table", { className: "runs", "aria-label": "Recent runs" });
+  const HEADS = ["status", "surface", "target", "started", "generation", "id"];
+  const runsBody = h("tbody", {}, tableNote(HEADS.length, loadingState("Reading the recent runs…")));
+  const runs = h(
+    "table",
+    { className: "runs", "aria-label": "Recent runs" },
+    h("thead", {}, h("tr", {}, HEADS.map((c) => h("th", { scope: "col" }, c)))),
+    runsBody,
+  );
   const run = h("button", { type: "submit" }, "Run");
   const form = h(
     "form",
@@ -28,10 +35,22 @@ export function mount(container) {
     h("label", {}, "Surface ", surface),
     h("label", {}, "Target ", target),
     h("label", {}, "Input ", input),
-    fixture,
+    h("label", {}, "Fixture ", fixture),
     run,
   );
-  replace(container, h("h2", {}, "Development runtime"), generation, form, error, result, h("h3", {}, "Recent runs"), runs);
+  replace(
+    container,
+    h(
+      "div",
+      { className: "runtime-view" },
+      h("div", { className: "view-head" }, h("h2", {}, "Development runtime"), generation),
+      form,
+      error,
+      result,
+      h("h3", {}, "Recent runs"),
+      runs,
+    ),
+  );
 
   function showRun(record) {
     replace(
@@ -87,24 +106,31 @@ export function mount(container) {
   }
 
   async function loadRuns() {
-    const { runs: list } = await getJSON("/api/runtime/runs");
+    let list;
+    try {
+      ({ runs: list } = await getJSON("/api/runtime/runs"));
+    } catch (caught) {
+      if (!(caught instanceof ApiError && caught.status === 401)) {
+        replace(runsBody, tableNote(HEADS.length, errorState(`Could not read the recent runs: ${caught.message}`)));
+      }
+      return;
+    }
+    if (!list.length) {
+      replace(runsBody, tableNote(HEADS.length, emptyState("No runs yet: choose a surface and a target above, then Run.")));
+      return;
+    }
     replace(
-      runs,
-      h("thead", {}, h("tr", {}, ["status", "surface", "target", "started", "generation", "id"].map((c) => h("th", {}, c)))),
-      h(
-        "tbody",
-        {},
-        list.map((record) =>
-          h(
-            "tr",
-            { tabIndex: 0, onclick: () => showRun(record), onkeydown: (e) => e.key === "Enter" && showRun(record) },
-            h("td", {}, record.status),
-            h("td", {}, record.surfaceId),
-            h("td", {}, record.target),
-            h("td", {}, time(record.startedAt)),
-            h("td", {}, record.generationId || ""),
-            h("td", {}, record.id),
-          ),
+      runsBody,
+      list.map((record) =>
+        h(
+          "tr",
+          { tabIndex: 0, onclick: () => showRun(record), onkeydown: (e) => e.key === "Enter" && showRun(record) },
+          h("td", {}, h("span", { className: "state", "data-state": record.status }, record.status)),
+          h("td", {}, record.surfaceId),
+          h("td", {}, record.target),
+          h("td", {}, time(record.startedAt)),
+          h("td", {}, record.generationId || ""),
+          h("td", {}, record.id),
         ),
       ),
     );
@@ -133,7 +159,7 @@ export function mount(container) {
   }
 
   loadStatus();
-  loadRuns().catch(() => {});
+  loadRuns();
   // A new epoch compiles a new generation: the line above the form follows it.
   const events = follow("/api/project/events/stream", {
     sequenceOf: (frame) => frame.sequence,

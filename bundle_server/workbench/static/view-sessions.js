@@ -4,7 +4,7 @@
 // host kind that cannot be launched for want of its executable says what to do (the server's
 // HostAvailability `setup`): install the real CLI, or name another executable in dev.hosts.
 import { ApiError, connection, getJSON, postJSON, send } from "/assets/api.js";
-import { h, replace } from "/assets/dom.js";
+import { emptyState, h, loadingState, replace } from "/assets/dom.js";
 import { FitAddon } from "/assets/addon-fit.mjs";
 import { Terminal } from "/assets/xterm.mjs";
 
@@ -21,17 +21,24 @@ const RESIZE_DELAY_MS = 100;
 const LEAVE_KEYS_LABEL = "Alt+Shift+↑";
 
 export function mount(container) {
-  const hosts = h("div", { className: "hosts", "aria-label": "Hosts" });
+  const hosts = h("div", { className: "hosts", "aria-label": "Hosts" }, loadingState("Looking for the host CLIs…"));
   const list = h("div", { className: "sessions" });
-  const error = h("p", { className: "error", role: "alert" });
+  const error = h("p", { className: "error-state", role: "alert" });
+  const noSessions = emptyState("No host sessions yet: start one above, and its terminal opens here.");
+  noSessions.hidden = true; // until the list is read
   const cards = new Map();
   replace(
     container,
     h("h2", {}, "Host sessions"),
     hosts,
     error,
+    noSessions,
     list,
   );
+  // The empty state follows the cards (draft cards of a session being started count too).
+  new MutationObserver(() => {
+    noSessions.hidden = list.childElementCount > 0;
+  }).observe(list, { childList: true });
 
   function addCard(session) {
     if (cards.has(session.id)) return cards.get(session.id);
@@ -97,7 +104,9 @@ export function mount(container) {
       // Newest on top, as a session started here is: each card is prepended, oldest first.
       const oldestFirst = sessions.slice().sort((a, b) => (a.startedAt < b.startedAt ? -1 : 1));
       for (const session of oldestFirst) addCard(session).attach();
+      noSessions.hidden = list.childElementCount > 0;
     } catch (caught) {
+      replace(hosts);
       if (!(caught instanceof ApiError && caught.status === 401)) error.textContent = caught.message;
     }
   }
@@ -133,6 +142,7 @@ function hostPanel(host, create, recheck) {
     "button",
     {
       type: "button",
+      className: "btn-primary",
       disabled: !host.launchable,
       "aria-describedby": host.setup ? setupId : undefined,
       onclick: () => create(host.host, prompt.value.trim()),
@@ -218,7 +228,7 @@ class SessionCard {
     this.state = h("span", { className: "state", role: "status" });
     this.terminalBox = h("div", { className: "terminal" });
     this.buttons = {
-      terminate: h("button", { type: "button", onclick: () => this.terminate() }, "Terminate"),
+      terminate: h("button", { type: "button", className: "btn-danger", onclick: () => this.terminate() }, "Terminate"),
       restart: h("button", { type: "button", onclick: () => this.restart() }, "Restart"),
       forget: h("button", { type: "button", onclick: () => this.forget() }, "Forget"),
     };

@@ -89,7 +89,7 @@ async def check_commands_slowly(commands: list[str], seconds: float, ctx: Contex
     verdicts = []
     for index, command in enumerate(commands):
         await asyncio.sleep(seconds)
-        await ctx.report_progress(index + 1, len(commands))
+        await ctx.report_progress(index + 1, len(commands), f"checked {command}")
         verdicts.append(check_command(command))
     return verdicts
 
