@@ -396,6 +396,7 @@ export function mount(container, params) {
   // What the next tool form opened is filled with: {arguments} (a link's args) or {raw} (what
   // was typed, kept when the form is made again for the active epoch's launch).
   let pendingForm = argumentsOf(chosen.args);
+  let promptForm = chosen.prompt ? argumentsOf(chosen.args) : null; // a prompt link's args, once
   let following = ""; // the launch of a past epoch being followed to the active epoch
   let selection = 0;
   let tools = [];
@@ -1416,7 +1417,9 @@ export function mount(container, params) {
           : h("li", { className: "muted" }, "The server lists no prompts."),
       );
       if (chosen.prompt) {
-        if (prompts.some((prompt) => prompt.name === chosen.prompt)) openPrompt(chosen.prompt, argumentsOf(chosen.args));
+        const filling = promptForm;
+        promptForm = null;
+        if (prompts.some((prompt) => prompt.name === chosen.prompt)) openPrompt(chosen.prompt, filling);
         else replace(promptPane, h("p", { className: "error" }, `The server lists no prompt ${chosen.prompt}.`));
       }
     } catch (caught) {
