@@ -50,7 +50,7 @@ from bundle_server.invocations.service import InvocationService
 from bundle_server.logs.hub import LogHub
 from bundle_server.mcp.bridge import AsyncBridge
 from bundle_server.mcp.service import McpService
-from bundle_server.model import ScriptedModels
+from bundle_server.model import ScriptedModels, load_script
 from bundle_server.multiplex.service import MultiplexService
 from bundle_server.notices.service import NoticeService
 from bundle_server.project.hub import ProjectHub
@@ -260,6 +260,8 @@ def _mcp(server: DevServer) -> McpService:
         bridge=AsyncBridge(hosted=True),
         # After the invocations' reclaimer: their oldest events go first (mcp/apps.py).
         budget=server.budget,
+        root=project.root,  # the roots our MCP client declares
+        model_script=None if server.model_script is None else load_script(server.model_script),
     )
     project.on_adopted(lambda: threading.Thread(target=service.retire, daemon=True).start())
     return service

@@ -173,7 +173,7 @@ DECISIONS: dict[str, Decision] = {
             " (`method`, `mcpRequestId`, `durationMs`, `result` or `error`), McpOperation.json's"
             " other members (lists, resources/read, prompts/get, completion/complete, ping),"
             " entries of kind mcp.request and mcp.response or mcp.error with `details.jsonrpcId`"
-            " and `details.method` within mcp-message-bytes and the outcome's mcpRequestId in"
+            " and `details.method` within trace-details-bytes and the outcome's mcpRequestId in"
             " their correlation, links /mcp?session=&tool= or &prompt=, hostAdoption.hosts;"
             " an operation's `operationId` and `timeoutMs`, its read and cancel routes"
             " (McpOperationInFlight.json, an outcome's `cancelled`), the session's read,"

@@ -1,5 +1,13 @@
-"""What App bindings keep of an MCP server's answers counts toward the server's retention budget
-(spec/limits.toml retained-bytes-budget, requirement MCP-101).
+"""What App bindings keep of an MCP server's answers, and the protocol messages the server keeps
+whole, count toward the server's retention budget (spec/limits.toml retained-bytes-budget,
+requirements MCP-101 and MCP-107).
+
+Messages: each call of the flooding tool is four messages (the request, two 400 kB log
+notifications, a 400 kB result), kept whole (mcp-message-bytes is above them) until the budget
+needs their bytes: the oldest go first. 40 calls would keep 48 MB; the kept messages stay
+within the budget, the newest call's are whole, the oldest answer BX1001. (This test runs
+first: the App bindings' test then fills the budget, and messages give theirs up before any
+binding does.)
 
 A real MCP server (`flood` in tests/_budget_server.py, on the official `mcp` SDK) answers each
 call with a 400 kB result after two 400 kB log notifications; each result is relayed to an App
@@ -88,6 +96,58 @@ def stream(server: BudgetServer, binding: str) -> list[tuple[str, Any]]:
 def encoded(method: str, params: Any) -> int:
     message = {"jsonrpc": "2.0", "method": method, "params": params}
     return len(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+CALLS = 40
+
+
+def flood(server: BudgetServer, session: str) -> str:
+    """One call of the flooding tool; its mcpRequestId."""
+    outcome = server.post(
+        f"/api/mcp/sessions/{session}/operations",
+        {
+            "method": "tools/call",
+            "params": {"name": "big", "arguments": {"size": SIZE, "count": 2}},
+        },
+    )["outcome"]
+    request_id: str = outcome["mcpRequestId"]
+    return request_id
+
+
+def test_protocol_messages_of_a_flooding_server_stay_within_the_budget(
+    server: BudgetServer,
+) -> None:
+    session = launch_of(server)
+    flood(server, session)  # warm: the session, the buffers
+    baseline = server.rss()
+    calls = [flood(server, session) for _ in range(CALLS)]
+    grown = server.rss() - baseline
+    print(f"RSS grew {grown / MIB:.1f} MiB over {CALLS} calls of {3 * SIZE / MIB:.2f} MiB")
+    assert grown < BUDGET + SLACK, f"RSS grew {grown / MIB:.0f} MiB over {CALLS} calls"
+    entries = server.client.request("GET", "/api/trace?after=0").json()["entries"]
+    named = [
+        e["details"]["messageId"]
+        for e in entries
+        if e["source"] == "mcp" and "messageId" in (e.get("details") or {})
+    ]
+    kept = 0
+    for message_id in named:
+        reply = server.client.request("GET", f"/api/mcp/messages/{message_id}")
+        if reply.status == 200:
+            kept += reply.json()["message"]["bytes"]
+        else:
+            assert reply.json()["error"]["code"] == "BX1001"
+    print(f"the server keeps {kept / MIB:.1f} MiB of messages")
+    # The budget alone decides (the count bound is far): all but about one call's worth of it.
+    assert BUDGET - 2 * 3 * SIZE < kept <= BUDGET
+    newest = [e for e in entries if e["correlation"].get("mcpRequestId") == calls[-1]]
+    oldest = [e for e in entries if e["correlation"].get("mcpRequestId") == calls[0]]
+    for entry in newest:
+        reply = server.client.request("GET", f"/api/mcp/messages/{entry['details']['messageId']}")
+        assert reply.status == 200 and "truncated" not in reply.json()["message"]
+    for entry in oldest:
+        reply = server.client.request("GET", f"/api/mcp/messages/{entry['details']['messageId']}")
+        assert reply.status == 404
 
 
 def test_app_notifications_of_a_flooding_server_stay_within_the_budget(

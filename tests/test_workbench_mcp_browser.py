@@ -322,7 +322,7 @@ def test_the_protocol_view_shows_the_sessions_messages_with_the_correlation_id(
     count = calls.count()
     request, response = calls.nth(count - 2), calls.nth(count - 1)
     expect(request).to_contain_text("→ out")
-    expect(request).to_contain_text("running")
+    expect(request.locator(".state")).to_have_text("ok")  # settled by its response
     # The request and its response carry one JSON-RPC id.
     assert request.locator("td").nth(6).inner_text() == response.locator("td").nth(6).inner_text()
     response.get_by_role("button").click()

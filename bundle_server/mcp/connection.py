@@ -110,8 +110,11 @@ class McpConnection:
         connect_time: float,
         on_notification: Callable[[str, Any], None] = lambda method, params: None,
         on_end: Callable[[], None] = lambda: None,
+        callbacks: Mapping[str, Any] | None = None,
     ) -> None:
         self.launch = launch
+        # The sampling, elicitation and roots callbacks (client_requests.py): our capabilities.
+        self._callbacks = dict(callbacks or {})
         self._start = launch.resolved(artifact)
         self._cwd = launch.cwd(artifact)
         self._wire = wire
@@ -212,6 +215,8 @@ class McpConnection:
             "logging_callback": self._logged,
             # The Workbench renders MCP Apps: a server may offer its UI resources.
             "extensions": {APPS_EXTENSION: {"mimeTypes": [APP_MIME_TYPE]}},
+            # Sampling, elicitation and roots (client_requests.py): our capabilities.
+            **self._callbacks,
         }
 
     def _end_unit(self, unit: Unit) -> None:

@@ -1,7 +1,8 @@
 """The MCP routes (`mcp.servers`, `mcp.launches`, `mcp.operations`, the operations in flight
 `mcp.operations.get` and `.cancel`, the sessions `mcp.sessions.get`, `.disconnect` and
-`.restart`, `mcp.apps.mount`, `mcp.apps.result`, `mcp.apps.notifications`), registered by
-route id; the service is
+`.restart`, the kept messages `mcp.messages.get`, the servers' requests `mcp.requests.list`
+and `mcp.requests.answer`, `mcp.apps.mount`, `mcp.apps.result`, `mcp.apps.notifications`),
+registered by route id; the service is
 `mcp.service.McpService`. An operation waits for its answer cooperatively: the MCP session
 runs on the service's asyncio loop (see `mcp.bridge`). A binding's stream waits the same
 way, woken by `settle` or by its session's end from whatever thread they happen on."""
@@ -18,6 +19,7 @@ from bundle_server._streams.hangup import hangup_of
 from bundle_server._streams.ndjson import GreenWaker
 from bundle_server._streams.sse import POLL_SECONDS, event, sse_response
 from bundle_server.mcp.service import McpService
+from bundle_server.trace.hub import TraceHub
 from bundle_server.workbench.app_frame import AppFrame
 
 
@@ -43,6 +45,34 @@ def operations(call: Call) -> dict[str, Any]:
     """One MCP operation on the session of a launch of the active epoch: its outcome."""
     service = call.state.service(McpService)
     return {"outcome": service.operate(call.params["mcpSessionId"], call.body)}
+
+
+@handler("mcp.messages.get")
+def message(call: Call) -> dict[str, Any]:
+    """One kept JSON-RPC message of an MCP session, whole (or marked cut)."""
+    store = call.state.service(McpService).messages
+    return {"message": store.get(call.params["mcpMessageId"])}
+
+
+@handler("mcp.requests.list")
+def server_requests(call: Call) -> dict[str, Any]:
+    """The requests of the session's server waiting for the Workbench's answer."""
+    service = call.state.service(McpService)
+    # Read before the list: a request made after it has its trace entry after this sequence.
+    sequence = call.state.service(TraceHub).latest_sequence
+    return {
+        "requests": service.server_requests(call.params["mcpSessionId"]),
+        "traceSequence": sequence,
+    }
+
+
+@handler("mcp.requests.answer")
+def answer_request(call: Call) -> dict[str, Any]:
+    """The user's answer to one of them (accept with content or text, decline, cancel)."""
+    service = call.state.service(McpService)
+    params = call.params
+    answered = service.answer_request(params["mcpSessionId"], params["serverRequestId"], call.body)
+    return {"request": answered}
 
 
 @handler("mcp.apps.mount")

@@ -16,8 +16,11 @@ Theory of operation:
 - Each JSON-RPC message of a session becomes a unified-trace entry (source `mcp`): requests
   and their responses share `mcpRequestId` (our id, unique per request; the JSON-RPC id is in
   `details.jsonrpcId`) and the response carries the duration; notifications and server
-  requests are traced as they come. Details are bounded (`mcp-message-bytes`): method, id,
-  tool/prompt name or URI, error code and message, never params or results. A `tools/call`
+  requests are traced as they come. Details are bounded (`trace-details-bytes`): method, id,
+  tool/prompt name or URI, error code and message, `isError`, never params or results: the
+  whole message is kept by `messages.MessageStore` (bounded by mcp-message-bytes, charged to
+  the retention budget) and the entry names it (`messageId`). A response whose result says
+  `isError: true`, like a JSON-RPC error, has the status `error`. A `tools/call`
   links to its tool's page, a `prompts/get` to its prompt's page, with `?session=`; any other
   operation, or a tool or prompt the session's server did not list, to the protocol page.
 """
@@ -47,8 +50,10 @@ from bundle_contract._spec import get_spec
 from bundle_server._budget import RetentionBudget
 from bundle_server.mcp.apps import AppBindings
 from bundle_server.mcp.bridge import AsyncBridge, BridgeClosed
+from bundle_server.mcp.client_requests import ServerRequests
 from bundle_server.mcp.inflight import InFlight, Operations
 from bundle_server.mcp.launches import Launch, launch_groups, server_names, servers, successor
+from bundle_server.mcp.messages import MessageStore
 
 if TYPE_CHECKING:
     from bundle_server.mcp.connection import McpConnection
@@ -67,8 +72,8 @@ def seconds(limit: str) -> float:
 
 
 @cache
-def message_bytes() -> int:
-    value: int = get_spec().limit("mcp-message-bytes")["maximum"]
+def details_bytes() -> int:
+    value: int = get_spec().limit("trace-details-bytes")["maximum"]
     return value
 
 
@@ -79,8 +84,8 @@ def page(route_id: str, session: str, **query: str) -> str:
 
 
 def bounded(details: dict[str, Any]) -> dict[str, Any]:
-    """`details` within mcp-message-bytes: long texts are cut until it fits."""
-    limit = message_bytes()
+    """`details` within trace-details-bytes: long texts are cut until it fits."""
+    limit = details_bytes()
     error = details.get("error")
     if isinstance(error, dict) and isinstance(error.get("message"), str):  # a server's words
         details["error"] = error | {"message": error["message"][: limit // 4]}
@@ -148,6 +153,7 @@ class SessionWire:
         return found
 
     def sent(self, message: dict[str, Any], exchange: Exchange | None) -> None:
+        kept = self._service.messages.keep(self._launch.launch_id, "out", message)
         method = str(message.get("method", ""))
         params: dict[str, Any] = (
             message["params"] if isinstance(message.get("params"), dict) else {}
@@ -165,7 +171,7 @@ class SessionWire:
                 "mcp.request",
                 f"{self._launch.server}: {method}{self._about(subject)}",
                 self._correlation(request_id, exchange),
-                details | subject,
+                details | subject | kept,
                 href=self._href(method, subject),
                 status="running",
             )
@@ -180,19 +186,23 @@ class SessionWire:
                 f"{self._launch.server}: {method}"
                 + (f" {call.method} ({params.get('reason')})" if call is not None else ""),
                 self._correlation(call.request_id if call else None, call),
-                {k: v for k, v in notice.items() if v is not None},
+                {k: v for k, v in notice.items() if v is not None} | kept,
                 href=self._protocol,
             )
-        else:  # our answer to a server's request
+        else:  # our answer to a server's request: an error, or a result
+            failed = isinstance(message.get("error"), dict)
             self._publish(
-                "mcp.response",
-                f"{self._launch.server}: answer to request {message.get('id')}",
+                "mcp.error" if failed else "mcp.response",
+                f"{self._launch.server}: answer to request {message.get('id')}"
+                + (" (an error)" if failed else ""),
                 self._correlation(None, None),
-                {"direction": "out", "jsonrpcId": message.get("id")},
+                {"direction": "out", "jsonrpcId": message.get("id")} | kept,
                 href=self._protocol,
+                status="error" if failed else "ok",
             )
 
     def received(self, message: dict[str, Any], exchange: Exchange | None) -> None:
+        kept = self._service.messages.keep(self._launch.launch_id, "in", message)
         if "method" not in message:  # a response or an error, to one of our requests
             jsonrpc_id = message.get("id")
             method, subject = self._methods.pop(jsonrpc_id, ("", {}))
@@ -201,18 +211,24 @@ class SessionWire:
             self._learn(method, message.get("result"))
             details: dict[str, Any] = {"direction": "in", "jsonrpcId": jsonrpc_id, "method": method}
             error = message.get("error")
+            result = message.get("result")
+            tool_error = isinstance(result, dict) and result.get("isError") is True
+            failed = ""
             if isinstance(error, dict):
                 details["error"] = {"code": error.get("code"), "message": str(error.get("message"))}
+                failed = f" failed: {details['error']['message']}"
+            elif tool_error and isinstance(result, dict):  # the tool failed: not an `ok` answer
+                details["isError"] = True
+                failed = f" failed: {tool_error_text(result)}"
             optional: dict[str, Any] = {"href": self._href(method, subject)}
             if duration is not None:
                 optional["durationMs"] = duration
             self._publish(
                 "mcp.error" if isinstance(error, dict) else "mcp.response",
-                f"{self._launch.server}: {method}{self._about(subject)}"
-                + (f" failed: {details['error']['message']}" if isinstance(error, dict) else ""),
+                f"{self._launch.server}: {method}{self._about(subject)}{failed}",
                 self._correlation(request_id, exchange),
-                details | subject,
-                status="error" if isinstance(error, dict) else "ok",
+                details | subject | kept,
+                status="error" if isinstance(error, dict) or tool_error else "ok",
                 **optional,
             )
             return
@@ -241,7 +257,7 @@ class SessionWire:
             "mcp.request" if "id" in message else "mcp.notification",
             summary,
             self._correlation(call.request_id if call else None, call),
-            details,
+            details | kept,
             href=self._protocol,
         )
 
@@ -293,6 +309,15 @@ class SessionWire:
         self._service.publish(kind, summary[:300], correlation, bounded(details), **optional)
 
 
+def tool_error_text(result: Mapping[str, Any]) -> str:
+    """The first text of a tool's error result (what the tool says went wrong), or "tool error"."""
+    content = result.get("content")
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and isinstance(block.get("text"), str):
+            return str(block["text"])[:200]
+    return "tool error"
+
+
 def progress_text(params: Mapping[str, Any]) -> str:
     """A progress notification as a person reads it: "1/4 (25%) checked ls"."""
     progress, total = params.get("progress"), params.get("total")
@@ -329,14 +354,22 @@ class McpService:
         publish: Publish | None = None,
         bridge: AsyncBridge | None = None,
         budget: RetentionBudget | None = None,
+        root: Path | None = None,
+        model_script: Mapping[str, Any] | None = None,
     ) -> None:
         self._active_epoch = active_epoch
         self._epochs = epochs
         self._installs = installs
         self._publish = publish
         self.bridge = bridge or AsyncBridge()
-        # App notifications are charged to the server's retention budget (mcp/apps.py).
+        # Messages and App notifications are charged to the server's retention budget; the
+        # messages' reclaimer comes first (mcp/messages.py says why).
+        budget = budget or RetentionBudget()
+        self.messages = MessageStore(budget)
         self.apps = AppBindings(budget)
+        # The servers' requests to our client (roots: the project's directory `root`; sampling
+        # answered by the model script, when the server runs with one).
+        self.requests = ServerRequests(self.publish, root, model_script)
         # On the bridge's loop only: launch id -> its connection, and the opening locks.
         self._connections: dict[str, McpConnection] = {}
         self._opening: dict[str, asyncio.Lock] = {}
@@ -721,6 +754,7 @@ class McpService:
                 artifact,
                 wire,
                 connect_time=seconds("mcp-connect-time"),
+                callbacks=self.requests.callbacks(launch.launch_id),
             )
             # A session that ends on its own (its process died) is forgotten, its bindings closed.
             connection.on_end = lambda: self._ended(launch.launch_id, connection)
@@ -866,6 +900,27 @@ class McpService:
                 }
             )
         return {"epochId": epoch_id, "servers": listed}
+
+    # --- the servers' requests ---
+
+    def server_requests(self, session_id: str) -> list[dict[str, Any]]:
+        """The pending requests of the session of launch `session_id` (BX3203 for none)."""
+        self._find(session_id)
+        return self.bridge.call(self._on_loop(self.requests.listed, session_id), 5)
+
+    def answer_request(
+        self, session_id: str, request_id: str, body: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Answer a pending request of the session's server; its McpServerRequest."""
+        self._find(session_id)
+        return self.bridge.call(
+            self._on_loop(self.requests.answer, session_id, request_id, body), 5
+        )
+
+    @staticmethod
+    async def _on_loop(function: Callable[..., Any], *args: Any) -> Any:
+        # The requests live on the loop (client_requests.py): read and answered there.
+        return function(*args)
 
     def close(self) -> None:
         """End every session (their server processes end) and the bridge."""

@@ -7,6 +7,12 @@ mid-value. Replay, gaps (`trace.gap`) and subscribers are `SequencedHub`'s; each
 share of the retention, so a flood from one source evicts its own entries and the gap counts
 what was dropped per source (`droppedBySource`).
 
+Entries never change once numbered: replay and resumed streams hand out the same entry for a
+sequence, so nothing is updated in place. What ends later is a new entry: an MCP request's entry
+keeps `status: running`, and its response (same `mcpRequestId`) says how it ended; the views join
+the two (workbench static/trace-join.js). Updating the request's entry would need a frame type
+for changes, a cursor that re-delivers them, and bytes counted twice; the join needs nothing.
+
 Bytes: the retention counts entries, and an entry's free text (summary, kind, href, correlation
 values: publishers copy names and words of project code and MCP servers into them) had no
 bound, so 10,000 entries could hold gigabytes. The hub keeps at most `trace-bytes-budget` of

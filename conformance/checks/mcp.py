@@ -28,7 +28,7 @@ Application route with `?session=<session-id>`, `/advanced/protocol?session=<ses
 The rest is our decision `mcp-shape`: the launch list's `{launches}` key, the `{outcome}`
 answer (McpOperationOutcome.json, whose `mcpRequestId` is the trace's join key), the union's
 members beyond tools/call, the entries' kinds (`mcp.request`, `mcp.response`/`mcp.error`) and
-`details` keys (`jsonrpcId`, `method`, within mcp-message-bytes), the Application route's path
+`details` keys (`jsonrpcId`, `method`, within trace-details-bytes), the Application route's path
 and query (`/mcp?session=&tool=` or `&prompt=`) and hostAdoption's installed hosts. Without it
 the launch groups are found wherever the body lists them, an operation is judged to answer
 200 with a JSON object, a call's trace entries are those carrying its correlationId (else
@@ -764,7 +764,7 @@ def judge_pair(ctx: Context, pair: Pair) -> None:
     if ctx.follows(SHAPE):
         bulky.append(pair.outcome.get("result"))
     bulky = [v for v in bulky if isinstance(v, dict | list) and v]
-    bound = _expect.limit("mcp-message-bytes")
+    bound = _expect.limit("trace-details-bytes")
     jsonrpc_ids = []
     for which, entry in (("request", request), ("response", response)):
         if ctx.follows(SHAPE):

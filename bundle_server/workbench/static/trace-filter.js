@@ -40,12 +40,13 @@ export function isEmpty(filter) {
   return !filterQuery(filter);
 }
 
-/** Whether `item` passes; gap markers always do: they show where history is missing. */
-export function matches(filter, item) {
+/** Whether `item` passes; gap markers always do: they show where history is missing.
+ * `status` is the item's as shown (a request settled by its response: trace-join.js). */
+export function matches(filter, item, status = item.status) {
   if (item.type === "trace.gap") return true;
   if (filter.source && item.source !== filter.source) return false;
   if (filter.kind && item.kind !== filter.kind) return false;
-  if (filter.status && item.status !== filter.status) return false;
+  if (filter.status && status !== filter.status) return false;
   if (filter.correlation) {
     const correlation = item.correlation || {};
     if (filter.key) return correlation[filter.key] === filter.correlation;

@@ -21,6 +21,7 @@ import { ApiError, follow, getJSON, postJSON } from "/assets/api.js";
 import { mountApp } from "/assets/app-preview.js";
 import { h, replace } from "/assets/dom.js";
 import { mountCollections } from "/assets/view-collections.js";
+import { mountServerRequests } from "/assets/view-mcp-requests.js";
 
 export const title = "MCP";
 
@@ -398,6 +399,7 @@ export function mount(container, params) {
   // What the next tool form opened is filled with: {arguments} (a link's args) or {raw} (what
   // was typed, kept when the form is made again for the active epoch's launch).
   let pendingForm = argumentsOf(chosen.args);
+  let promptForm = chosen.prompt ? argumentsOf(chosen.args) : null; // a prompt link's args, once
   let following = ""; // the launch of a past epoch being followed to the active epoch
   let selection = 0;
   let tools = [];
@@ -405,6 +407,7 @@ export function mount(container, params) {
   let toolForm = null; // {tool, fields, whole, outcome box, ...}
   let preview = null; // the App preview of the last call of a tool with an App
 
+  const serverRequests = mountServerRequests(() => chosen.session); // view-mcp-requests.js
   const epochLine = h("span", { className: "muted" });
   const refresh = h("button", { type: "button", onclick: () => loadServers() }, "Refresh");
   const error = h("p", { className: "error", role: "alert" });
@@ -422,7 +425,7 @@ export function mount(container, params) {
       { className: "mcp-view" },
       h("div", { className: "toolbar" }, h("h2", {}, "MCP servers"), epochLine, refresh),
       error,
-      h("div", { className: "mcp-layout" }, serverList, h("div", {}, hint, panel)),
+      h("div", { className: "mcp-layout" }, serverList, h("div", {}, serverRequests.element, hint, panel)),
     ),
   );
 
@@ -1417,7 +1420,9 @@ export function mount(container, params) {
           : h("li", { className: "muted" }, "The server lists no prompts."),
       );
       if (chosen.prompt) {
-        if (prompts.some((prompt) => prompt.name === chosen.prompt)) openPrompt(chosen.prompt);
+        const filling = promptForm;
+        promptForm = null;
+        if (prompts.some((prompt) => prompt.name === chosen.prompt)) openPrompt(chosen.prompt, filling);
         else replace(promptPane, h("p", { className: "error" }, `The server lists no prompt ${chosen.prompt}.`));
       }
     } catch (caught) {
@@ -1427,7 +1432,7 @@ export function mount(container, params) {
     }
   }
 
-  function openPrompt(name) {
+  function openPrompt(name, values) {
     const prompt = prompts.find((candidate) => candidate.name === name);
     if (!prompt) return;
     chosen.prompt = name;
@@ -1445,6 +1450,8 @@ export function mount(container, params) {
           argument.required === true,
         ),
       );
+    // A link's args (Edit and replay of a prompts/get) fill the form.
+    if (values && values.arguments) for (const field of fields) field.write(values.arguments[field.name]);
     const messages = h("section", { className: "mcp-outcome", "aria-label": "Prompt messages", hidden: true });
     const get = h("button", { type: "submit" }, "Get");
     const form = h(
@@ -1545,6 +1552,7 @@ export function mount(container, params) {
       unmounted = true;
       clearTimeout(pending);
       events.close();
+      serverRequests.unmount();
       if (preview) preview.close();
     },
   };

@@ -1,11 +1,18 @@
 // Protocol: every JSON-RPC message of one MCP session (`/advanced/protocol?session=<launchId>`),
 // as the unified trace recorded it (source `mcp`, correlation.mcpSessionId = the launch id):
 // the retained history replayed once (GET /api/trace), then live from the trace stream. Newest
-// last; a text filter over method and summary; each row opens to its correlation and details.
+// last; a text filter over method and summary; each row opens to its correlation, details and
+// the whole message (mcp-message.js: params, result, error). A request's row settles when its
+// response arrives (trace-join.js: the view joins the pair by mcpRequestId). A tools/call or
+// prompts/get request can be replayed as it was, or opened in the MCP view's form with its
+// arguments to edit first (mcp-replay.js).
 // Without `?session=` the page lists the active epoch's launches to choose from.
 import { followTrace, getJSON } from "/assets/api.js";
 import { h, replace, time } from "/assets/dom.js";
+import { isErrorEntry, messageView } from "/assets/mcp-message.js";
+import { editHref, replay, replayable } from "/assets/mcp-replay.js";
 import { correlationHref } from "/assets/trace-filter.js";
+import { Settlements, keyOf } from "/assets/trace-join.js";
 
 export const title = "MCP protocol";
 
@@ -20,8 +27,9 @@ function methodOf(entry) {
   return typeof details.method === "string" ? details.method : "";
 }
 
-function statusOf(entry) {
-  if (entry.status) return entry.status;
+function statusOf(entry, settlements) {
+  const status = settlements.status(entry);
+  if (status) return status;
   return entry.kind === "mcp.notification" ? "notification" : "";
 }
 
@@ -65,6 +73,8 @@ export function mount(container, params) {
   const entries = [];
   const incoming = [];
   const expanded = new Set(); // sequences whose details row is open
+  const settlements = new Settlements();
+  const waiting = new Map(); // join key -> the cells of its request's row, until it settles
   let query = "";
 
   const heading = h("h2", {}, "Protocol messages");
@@ -134,13 +144,18 @@ export function mount(container, params) {
       extra.hidden = !opening;
       replace(extra.firstChild, opening ? detailsOf(entry) : null);
     });
+    const status = statusOf(entry, settlements);
+    const duration = settlements.duration(entry);
+    const state = h("span", { className: "state", "data-state": status }, status);
+    const ms = h("td", { className: "ms" }, duration === undefined ? "" : duration);
     const row = h(
       "tr",
       {
-        className: `protocol-row${entry.status === "error" ? " error" : ""}`,
+        className: `protocol-row${isErrorEntry(entry) || status === "error" ? " error" : ""}`,
         "data-sequence": entry.sequence,
         "data-kind": entry.kind,
         "data-method": methodOf(entry),
+        "data-status": status,
       },
       h("td", {}, toggle),
       h("td", {}, entry.sequence),
@@ -149,11 +164,59 @@ export function mount(container, params) {
       h("td", {}, entry.kind),
       h("td", { className: "method" }, methodOf(entry)),
       h("td", {}, details.jsonrpcId === undefined ? "" : String(details.jsonrpcId)),
-      h("td", {}, h("span", { className: "state", "data-state": statusOf(entry) }, statusOf(entry))),
-      h("td", {}, entry.durationMs === undefined ? "" : entry.durationMs),
-      h("td", { className: "summary" }, entry.summary),
+      h("td", {}, state),
+      ms,
+      h("td", { className: "summary" }, entry.summary, replayable(entry) ? actions(entry) : null),
     );
+    const id = entry.kind === "mcp.request" ? keyOf(entry) : null;
+    if (status === "running" && id) waiting.set(id, { row, state, ms });
     return [row, extra];
+  }
+
+  /** A request's row takes its response's status and duration (trace-join.js). */
+  function settle(id) {
+    const cells = waiting.get(id);
+    const response = settlements.responses.get(id);
+    if (!cells || !response) return;
+    waiting.delete(id);
+    const status = response.status || "ok";
+    cells.state.textContent = status;
+    cells.state.dataset.state = status;
+    cells.row.dataset.status = status;
+    cells.row.classList.toggle("error", status === "error");
+    cells.ms.textContent = response.durationMs === undefined ? "" : response.durationMs;
+  }
+
+  function actions(entry) {
+    const note = h("span", { className: "muted replay-note", role: "status" });
+    const again = h("button", { type: "button", className: "btn replay" }, "Replay");
+    again.addEventListener("click", async () => {
+      again.disabled = true;
+      note.textContent = "Replaying…";
+      try {
+        note.textContent = await replay(session, entry);
+      } catch (caught) {
+        note.textContent = `Replay failed: ${caught.message}`;
+      } finally {
+        again.disabled = false;
+      }
+    });
+    const edit = h("button", { type: "button", className: "btn edit-replay" }, "Edit and replay");
+    edit.addEventListener("click", async () => {
+      edit.disabled = true;
+      try {
+        const href = await editHref(session, entry);
+        // Through the page's router: a link click it handles as navigation (app.js).
+        const link = h("a", { href, hidden: true });
+        view.append(link);
+        link.click();
+        link.remove();
+      } catch (caught) {
+        note.textContent = `Cannot edit: ${caught.message}`;
+        edit.disabled = false;
+      }
+    });
+    return h("span", { className: "protocol-actions" }, " ", again, " ", edit, " ", note);
   }
 
   function detailsOf(entry) {
@@ -169,6 +232,9 @@ export function mount(container, params) {
           h("dd", {}, h("a", { href: correlationHref(value, key), title: `The trace of ${key} ${value}` }, value)),
         ]),
       ),
+      // The message first: what crossed the wire is what a reader opens a row for.
+      messageView(entry),
+      h("h4", {}, "Trace details"),
       h(
         "pre",
         { className: "details-json", tabIndex: 0, "aria-label": "Details JSON" },
@@ -178,6 +244,7 @@ export function mount(container, params) {
   }
 
   function render() {
+    waiting.clear();
     const passing = entries.filter(passes);
     const shown = passing.slice(-SHOW);
     replace(body, shown.flatMap(rows));
@@ -210,6 +277,7 @@ export function mount(container, params) {
     if (closed || !incoming.length) return;
     const batch = incoming.splice(0);
     entries.push(...batch);
+    const settled = batch.map((entry) => settlements.note(entry)).filter(Boolean);
     if (!server) {
       const named = batch.find((entry) => entry.details && entry.details.server);
       if (named) {
@@ -226,6 +294,7 @@ export function mount(container, params) {
     const fragment = document.createDocumentFragment();
     for (const entry of passing) fragment.append(...rows(entry));
     body.append(fragment);
+    for (const id of settled) settle(id);
     // The table keeps the newest SHOW rows (two <tr> each).
     while (body.childElementCount > SHOW * 2) {
       body.firstElementChild.remove();

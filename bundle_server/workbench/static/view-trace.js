@@ -13,6 +13,7 @@ import {
   matches,
   parseFilter,
 } from "/assets/trace-filter.js";
+import { Settlements } from "/assets/trace-join.js";
 import { VirtualTable } from "/assets/virtual-table.js";
 
 export const title = "Trace";
@@ -24,18 +25,22 @@ const SLACK = 1000;
 
 const isGap = (item) => item.type === "trace.gap";
 
+// Requests settle when their response arrives (trace-join.js says why the view joins them).
+const settlements = new Settlements();
+
 function cells(item) {
   if (isGap(item)) {
     return ["…", "", "", "gap", "", `${item.droppedCount} older entries are no longer kept`, ""];
   }
+  const duration = settlements.duration(item);
   return [
     item.sequence,
     time(item.occurredAt),
     item.source,
     item.kind,
-    item.status || "",
+    settlements.status(item) || "",
     item.summary,
-    item.durationMs === undefined ? "" : item.durationMs,
+    duration === undefined ? "" : duration,
   ];
 }
 
@@ -72,8 +77,10 @@ export function mount(container, params) {
     label: "Trace entries",
     className: "trace-table",
     columns: ["#", "time", "source", "kind", "status", "summary", "ms"],
+    // Every column but the summary as wide as its values: none is cut ("8023…").
+    widths: ["fit", "fit", "fit", "fit", "fit", "minmax(10em, 1fr)", "fit"],
     cells,
-    rowClass: (item) => (isGap(item) ? "gap" : item.status === "error" ? "error" : ""),
+    rowClass: (item) => (isGap(item) ? "gap" : settlements.status(item) === "error" ? "error" : ""),
     selectable: (item) => !isGap(item),
     onOpen: (item) => open(item),
   });
@@ -133,14 +140,19 @@ export function mount(container, params) {
       if (push) history.pushState(null, "", url);
       else history.replaceState(null, "", url);
     }
-    const keep = table.selectedItem;
-    shown = [];
-    for (let i = 0; i < admitted; i++) if (matches(filter, all[i])) shown.push(all[i]);
-    table.selected = -1;
-    table.update(shown, { follow: true });
-    if (keep) table.selectItem(keep);
+    refilter(true);
     view.dataset.filtered = String(!isEmpty(filter));
     showCounts();
+  }
+
+  /** Derive the shown items from the filter again, keeping the selection. */
+  function refilter(follow) {
+    const keep = table.selectedItem;
+    shown = [];
+    for (let i = 0; i < admitted; i++) if (matches(filter, all[i], settlements.status(all[i]))) shown.push(all[i]);
+    table.selected = -1;
+    table.update(shown, { follow });
+    if (keep) table.selectItem(keep);
   }
 
   function setPaused(value) {
@@ -161,7 +173,7 @@ export function mount(container, params) {
     opened = item;
     pane.hidden = false;
     table.selectItem(item);
-    showDetails(pane, item, all, { onOpen: open, onClose: close });
+    showDetails(pane, item, all, { onOpen: open, onClose: close, settlements });
   }
 
   function close() {
@@ -190,8 +202,10 @@ export function mount(container, params) {
   function flush() {
     frame = 0;
     if (closed || !incoming.length) return;
+    let settled = false;
     for (const item of incoming) {
       all.push(item);
+      if (item.kind && settlements.note(item)) settled = true;
       if (item.kind && !kinds.has(item.kind)) {
         kinds.add(item.kind);
         kindList.append(h("option", { value: item.kind }));
@@ -202,11 +216,16 @@ export function mount(container, params) {
     const atEnd = table.atEnd;
     trim();
     if (!paused) admit(atEnd);
+    // A response changes its request's row (status, ms): the rows in view are filled again
+    // (the fitted widths already saw those values: the response's own row has them), and a
+    // status filter is applied again (the request may pass it now, or no longer).
+    if (settled && filter.status) refilter(atEnd);
+    else if (settled) table.repaint();
     showCounts();
   }
 
   function admit(atEnd) {
-    for (let i = admitted; i < all.length; i++) if (matches(filter, all[i])) shown.push(all[i]);
+    for (let i = admitted; i < all.length; i++) if (matches(filter, all[i], settlements.status(all[i]))) shown.push(all[i]);
     admitted = all.length;
     table.update(shown, { follow: atEnd });
   }

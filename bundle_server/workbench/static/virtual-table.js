@@ -4,16 +4,30 @@
 import { h, replace } from "/assets/dom.js";
 
 const OVERSCAN = 6;
+// A fitted column is as wide as its widest text (the font is monospace: a width in `ch`), but
+// never wider than this: one long value must not push the flexible column out of view.
+const FIT_MAX = 48;
 let tables = 0;
 
+const textOf = (value) =>
+  value === undefined || value === null ? "" : value instanceof Node ? value.textContent : String(value);
+
 /**
- * new VirtualTable({label, className, columns: [header, ...], rowHeight, cells(item) -> [text
- * or Node, ...], rowClass(item) -> string, selectable(item) -> bool, onOpen(item)})
+ * new VirtualTable({label, className, columns: [header, ...], widths: [css or "fit", ...],
+ * rowHeight, cells(item) -> [text or Node, ...], rowClass(item) -> string, selectable(item) ->
+ * bool, onOpen(item)})
  * `items` is the caller's array: after changing it, call update().
+ * `widths` (optional) sizes the columns: a "fit" column is as wide as its widest value among
+ * the items (scanned as they come, so only new items cost anything), any other entry is a
+ * grid track (`minmax(10em, 1fr)`). Without it the stylesheet sizes them.
  */
 export class VirtualTable {
-  constructor({ label, className, columns, rowHeight = 22, cells, rowClass, selectable, onOpen }) {
+  constructor({ label, className, columns, widths, rowHeight = 22, cells, rowClass, selectable, onOpen }) {
     this.id = `vt${++tables}`;
+    this.widths = widths || null;
+    this.fitted = columns.map((name) => name.length); // widest text per column, in characters
+    this.scanned = 0; // how many of `items` the fitted widths have seen
+    this.template = "";
     this.items = [];
     this.rowHeight = rowHeight;
     this.cells = cells;
@@ -29,6 +43,7 @@ export class VirtualTable {
       { className: "vt-row vt-head", role: "row", "aria-rowindex": 1 },
       columns.map((name) => h("div", { role: "columnheader" }, name)),
     );
+    this.head = header;
     this.window = h("div", { className: "vt-window", role: "presentation" });
     this.body = h("div", { className: "vt-body", role: "rowgroup" }, this.window);
     this.element = h(
@@ -59,7 +74,9 @@ export class VirtualTable {
 
   /** Take `items` (or the same array, changed) and re-render; `follow` keeps the tail in view. */
   update(items = this.items, { follow = false } = {}) {
+    if (items !== this.items || items.length < this.scanned) this.scanned = 0;
     this.items = items;
+    this.fit();
     if (this.selected >= items.length) this.selected = items.length - 1;
     this.body.style.height = `${items.length * this.rowHeight}px`;
     this.element.setAttribute("aria-rowcount", String(items.length + 1));
@@ -70,8 +87,47 @@ export class VirtualTable {
   /** Drop `count` items from the front (the caller already did), keeping the view still. */
   droppedFront(count) {
     if (count <= 0) return;
+    this.scanned = Math.max(0, this.scanned - count);
     this.selected = this.selected >= count ? this.selected - count : -1;
     this.element.scrollTop = Math.max(0, this.element.scrollTop - count * this.rowHeight);
+  }
+
+  /** Widen the fitted columns to the items not yet scanned; re-template the rows on a change. */
+  fit() {
+    if (!this.widths) return;
+    const { items, widths, fitted } = this;
+    for (let i = this.scanned; i < items.length; i++) {
+      const values = this.cells(items[i]);
+      for (let c = 0; c < widths.length; c++) {
+        if (widths[c] !== "fit") continue;
+        const length = textOf(values[c]).length;
+        if (length > fitted[c]) fitted[c] = Math.min(length, FIT_MAX);
+      }
+    }
+    this.scanned = items.length;
+    const pad = this.padding();
+    const template = widths.map((w, c) => (w === "fit" ? `calc(${fitted[c]}ch + ${pad}px)` : w)).join(" ");
+    if (template === this.template) return;
+    this.template = template;
+    this.head.style.gridTemplateColumns = template;
+    for (const row of this.rows) row.style.gridTemplateColumns = template;
+  }
+
+  /** A cell's horizontal padding in px (the stylesheet's), and a pixel for rounding. */
+  padding() {
+    if (this.pad === undefined) {
+      const style = getComputedStyle(this.head.firstChild);
+      const found = parseFloat(style.paddingLeft) + parseFloat(style.paddingRight);
+      if (!Number.isFinite(found)) return 17; // not in the page yet: the stylesheet's 8px each side
+      this.pad = found + 1;
+    }
+    return this.pad;
+  }
+
+  /** Fill the rows in view again, their items' cells having changed. */
+  repaint() {
+    for (const row of this.rows) row.item = undefined;
+    this.render();
   }
 
   schedule() {
@@ -91,6 +147,7 @@ export class VirtualTable {
     const count = Math.max(0, Math.min(wanted, items.length - first));
     while (this.rows.length < count) {
       const row = h("div", { role: "row" });
+      if (this.template) row.style.gridTemplateColumns = this.template;
       this.rows.push(row);
       this.window.append(row);
     }
@@ -120,6 +177,8 @@ export class VirtualTable {
       const cell = row.children[i];
       if (value instanceof Node) replace(cell, value);
       else cell.textContent = value === undefined || value === null ? "" : String(value);
+      // A value cut to its column (past FIT_MAX, or the flexible column) is whole on hover.
+      cell.title = textOf(value);
     });
   }
 
