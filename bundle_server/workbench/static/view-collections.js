@@ -11,11 +11,11 @@
 // in localStorage (`bundle-devkit.mcp.saved.<server>`) moves there once, then leaves
 // localStorage.
 //
-// Mounted by view-mcp.js with `mountCollections(viewElement, { lastCall, selectedServer,
-// callInForm })`: `lastCall()` answers the tool form's last successful call ({server, tool,
-// arguments}) or null, `selectedServer()` the server of the selected launch, and
-// `callInForm({tool, arguments})` opens that tool's form with those arguments and calls it.
-// The panel ends itself when the view's element leaves the page.
+// Mounted by view-mcp.js with `mountCollections(viewElement, { selectedServer, callInForm })`:
+// `selectedServer()` answers the server of the selected launch, and `callInForm({tool,
+// arguments})` opens that tool's form with those arguments and calls it. It answers
+// `saveCall({server, tool, arguments}, name)`, which the tool form's "Save call" uses. The
+// panel ends itself when the view's element leaves the page.
 import { ApiError, follow, getJSON, send } from "/assets/api.js";
 import { h, replace } from "/assets/dom.js";
 
@@ -48,7 +48,7 @@ function subject(call) {
   return `${params.name || ""}${args}`;
 }
 
-export function mountCollections(view, { lastCall, selectedServer, callInForm } = {}) {
+export function mountCollections(view, { selectedServer, callInForm } = {}) {
   let ended = false;
   let listed = [];
   const details = new Map(); // name -> {collection, run} last read
@@ -86,23 +86,13 @@ export function mountCollections(view, { lastCall, selectedServer, callInForm } 
   );
   view.append(section);
 
-  // The tool form's calls are saved here, not in localStorage: its Save form is taken over
-  // (capture phase, before view-mcp.js's own handler), and its localStorage list left out.
-  function takeOverSave(event) {
-    const form = event.target;
-    if (!(form instanceof HTMLFormElement) || !form.classList.contains("save-call")) return;
-    event.preventDefault();
-    event.stopPropagation();
-    const input = form.querySelector("input");
-    const call = lastCall ? lastCall() : null;
-    const name = input ? input.value.trim() : "";
-    if (!call || !name) return;
-    saveCalls([{ name, server: call.server, method: "tools/call", params: { name: call.tool, arguments: call.arguments || {} } }])
-      .then(() => replace(form, h("p", { role: "status", className: "muted" }, `Saved as ${name} in collection ${SAVED}.`)))
-      .catch((caught) => replace(form, h("p", { role: "status", className: "error" }, `Not saved: ${message(caught)}`)));
+  /** Save the tool form's last call as `name` in the `saved` collection; what to tell the user. */
+  async function saveCall(call, name) {
+    await saveCalls([
+      { name, server: call.server, method: "tools/call", params: { name: call.tool, arguments: call.arguments || {} } },
+    ]);
+    return `Saved as ${name} in collection ${SAVED}.`;
   }
-  view.addEventListener("submit", takeOverSave, true);
-  for (const old of view.querySelectorAll("#mcp-saved-title, ul.saved-calls")) old.hidden = true;
 
   /** Add `calls` to the `saved` collection (a call of the same name is replaced). */
   async function saveCalls(calls) {
@@ -444,7 +434,6 @@ export function mountCollections(view, { lastCall, selectedServer, callInForm } 
     clearTimeout(poll);
     events.close();
     watcher.disconnect();
-    view.removeEventListener("submit", takeOverSave, true);
   }
   // The view goes (another view is shown): so does the panel.
   const watcher = new MutationObserver(() => {
@@ -453,5 +442,5 @@ export function mountCollections(view, { lastCall, selectedServer, callInForm } 
   if (view.parentNode) watcher.observe(view.parentNode, { childList: true });
 
   migrate().finally(() => refresh());
-  return { refresh, unmount: end };
+  return { refresh, saveCall, unmount: end };
 }

@@ -5,7 +5,8 @@
 // a tool's form is made from its inputSchema (a field per property of a simple type, JSON for
 // the rest) and checked here before anything is sent; the outcome shows the result content,
 // isError, the JSON-RPC error or the HTTP error. A call that succeeded can be saved (name and
-// arguments, in localStorage under the server's name) and run again with one click.
+// arguments) into the project's collection `saved` (view-collections.js, whose panel calls it
+// again with one click).
 // `&tool=<name>` / `&prompt=<name>` open that tool or prompt, `&args=<json>` fills the tool's
 // form (kept in the address bar as it is typed). A tool with an MCP App
 // (`_meta.ui.resourceUri`) shows the App during each call (app-preview.js: a frame of the App
@@ -25,7 +26,6 @@ import { mountServerRequests } from "/assets/view-mcp-requests.js";
 
 export const title = "MCP";
 
-const SAVED_KEY = "bundle-devkit.mcp.saved.";
 const MAX_PAGES = 20; // list pages followed per listing (nextCursor)
 const CORRELATION_MAX = 256; // limit tools-call-correlation-id
 const CALL_TIME = { min: 100, max: 600000 }; // limit mcp-call-time (ms)
@@ -235,26 +235,6 @@ function writeFields(form, values) {
     return;
   }
   for (const field of form.fields) field.write(isObject(values) ? values[field.name] : undefined);
-}
-
-// --- Saved calls (localStorage, per server name) ---
-
-function loadSaved(server) {
-  try {
-    const list = JSON.parse(localStorage.getItem(SAVED_KEY + server) || "[]");
-    return Array.isArray(list) ? list.filter((item) => isObject(item) && typeof item.name === "string") : [];
-  } catch (error) {
-    return [];
-  }
-}
-
-function storeSaved(server, list) {
-  try {
-    localStorage.setItem(SAVED_KEY + server, JSON.stringify(list));
-    return null;
-  } catch (error) {
-    return error;
-  }
 }
 
 // --- Showing what a server answered ---
@@ -617,7 +597,6 @@ export function mount(container, params) {
   });
   const toolCount = h("span", { className: "muted", role: "status" });
   const toolPane = h("div", { className: "mcp-tool" });
-  const savedList = h("ul", { className: "saved-calls", "aria-label": "Saved calls" });
   const resourcesList = h("ul", { className: "mcp-items", "aria-label": "Resources" });
   const templatesList = h("ul", { className: "mcp-templates", "aria-label": "Resource templates" });
   const resourceBox = h("section", { className: "mcp-resource", "aria-label": "Resource contents", hidden: true });
@@ -641,8 +620,6 @@ export function mount(container, params) {
         h("div", { className: "toolbar" }, h("h4", { id: "mcp-tools-title" }, "Tools"), toolSearch, toolCount),
         toolsList,
         toolPane,
-        h("h4", { id: "mcp-saved-title" }, "Saved calls"),
-        savedList,
       ),
       h(
         "div",
@@ -748,7 +725,6 @@ export function mount(container, params) {
     replace(templatesList);
     replace(toolPane);
     replace(promptPane);
-    replace(savedList);
     resourceBox.hidden = true;
     panel.dataset.launch = id;
     const found = launchOf(id);
@@ -767,7 +743,6 @@ export function mount(container, params) {
     if (followedFrom) {
       sessionNote.textContent = `${followedFrom} was a launch of a past epoch: this is the same server in the active one.`;
     }
-    renderSaved();
     if (found.launch.session.state !== "open") {
       sessionNote.textContent = `${followedFrom ? `Followed ${followedFrom} to the active epoch. ` : ""}Opening the session (the server starts)…`;
       try {
@@ -1242,52 +1217,11 @@ export function mount(container, params) {
     const server = serverName();
     const name = form.save.querySelector("input").value.trim();
     if (!name || !form.last || !server) return;
-    const list = loadSaved(server).filter((item) => item.name !== name);
-    list.push({ name, tool: form.last.tool, arguments: form.last.arguments, savedAt: new Date().toISOString() });
-    const failed = storeSaved(server, list);
-    replace(
-      form.save,
-      h(
-        "p",
-        { role: "status", className: failed ? "error" : "muted" },
-        failed ? `Not saved: ${failed.message}` : `Saved as ${name}.`,
-      ),
-    );
-    renderSaved();
-  }
-
-  function renderSaved() {
-    const server = serverName();
-    const list = server ? loadSaved(server) : [];
-    replace(
-      savedList,
-      list.length
-        ? list.map((item) =>
-            h(
-              "li",
-              { className: "saved-call", "data-name": item.name },
-              h("strong", {}, item.name),
-              " ",
-              h("code", { className: "muted" }, `${item.tool} ${JSON.stringify(item.arguments || {})}`),
-              " ",
-              h(
-                "button",
-                { type: "button", "aria-label": `Run saved call ${item.name}`, onclick: () => runSaved(item) },
-                "Run",
-              ),
-              h(
-                "button",
-                {
-                  type: "button",
-                  "aria-label": `Delete saved call ${item.name}`,
-                  onclick: () => deleteSaved(item.name),
-                },
-                "Delete",
-              ),
-            ),
-          )
-        : h("li", { className: "muted" }, `None saved for ${server || "this server"} yet: call a tool, then save it.`),
-    );
+    const saying = (text, failed) => replace(form.save, h("p", { role: "status", className: failed ? "error" : "muted" }, text));
+    collections
+      .saveCall({ server, ...form.last }, name)
+      .then((said) => saying(said, false))
+      .catch((caught) => saying(`Not saved: ${caught.message}`, true));
   }
 
   function runSaved(item) {
@@ -1297,12 +1231,6 @@ export function mount(container, params) {
     }
     const form = openTool(item.tool, { arguments: item.arguments || {} });
     callTool(form, item.arguments || {}, "");
-  }
-
-  function deleteSaved(name) {
-    const server = serverName();
-    storeSaved(server, loadSaved(server).filter((item) => item.name !== name));
-    renderSaved();
   }
 
   // --- Resources ---
@@ -1526,8 +1454,7 @@ export function mount(container, params) {
 
   // --- Start ---
 
-  mountCollections(container.firstChild, {
-    lastCall: () => toolForm?.last && { server: serverName(), ...toolForm.last },
+  const collections = mountCollections(container.firstChild, {
     selectedServer: serverName,
     callInForm: runSaved,
   });
