@@ -7,6 +7,7 @@ from the call's outcome in the MCP view."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -252,6 +253,16 @@ def test_the_calls_outcome_opens_its_traceback_as_one_record_in_raw_logs(
     expect(row).to_have_class("vt-row error")
     expect(row).to_contain_text("Traceback (most recent call last")
     expect(row).to_contain_text("UnexpectedToolError")
+    # Opened, the record shows whole: the traceback's lines as written, and its context.
+    row.click()
+    pane = tab.get_by_role("complementary", name=re.compile(r"Record \d+ · error"))
+    whole = pane.locator("pre.log-message")
+    expect(whole).to_contain_text("Traceback (most recent call last")
+    text = whole.inner_text()
+    assert len(text.splitlines()) > 3 and "UnexpectedToolError" in text, text
+    expect(pane.locator("dl")).to_contain_text(request_id)
+    pane.get_by_role("button", name="Close").click()
+    expect(pane).to_be_hidden()
     # All records again, the traceback among them.
     tab.locator(".logs-filter").get_by_role("link", name="all records").click()
     expect(tab).to_have_url(f"{server.url}/logs")

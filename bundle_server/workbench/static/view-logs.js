@@ -1,7 +1,9 @@
 // Raw logs: the server's log records, live (replay, then the stream), in the same virtualized
 // table as the trace. A record correlated to the trace links to `/trace?correlation=<value>`,
 // which the page follows in place (app.js's link handler). `/logs?correlation=<value>` shows
-// only the records whose context holds that value (an MCP call's output links here).
+// only the records whose context holds that value (an MCP call's output links here). A row
+// opens (click, or Enter) a pane with the whole record: a traceback is one record of many
+// lines, of which a row shows the first.
 import { follow } from "/assets/api.js";
 import { emptyState, h, plural, replace, time } from "/assets/dom.js";
 import { VirtualTable } from "/assets/virtual-table.js";
@@ -38,8 +40,10 @@ export function mount(container, params) {
     columns: ["#", "time", "level", "message", "trace"],
     cells,
     rowClass: (item) => (isGap(item) ? "gap" : item.level === "error" ? "error" : item.level === "warn" ? "warn" : ""),
-    selectable: () => false,
+    selectable: (item) => !isGap(item),
+    onOpen: (item) => open(item),
   });
+  const pane = h("aside", { className: "trace-details log-details", "aria-labelledby": "log-details-title", hidden: true });
   const counts = h("span", { className: "muted counts" });
   const empty = emptyState("No log records yet: the server's records appear here as it writes them.");
   replace(
@@ -57,9 +61,34 @@ export function mount(container, params) {
           : null,
       ),
       empty,
-      table.element,
+      h("div", { className: "trace-split" }, table.element, pane),
     ),
   );
+
+  /** The whole of `record` in the pane: its message as written, and its context. */
+  function open(record) {
+    const context = Object.entries(record.context || {});
+    replace(
+      pane,
+      h(
+        "div",
+        { className: "details-head" },
+        h("h3", { id: "log-details-title" }, `Record ${record.sequence} · ${record.level}`),
+        h("button", { type: "button", className: "btn", onclick: () => close() }, "Close"),
+      ),
+      h("p", { className: "muted" }, time(record.occurredAt)),
+      h("pre", { className: "log-message" }, record.message),
+      context.length
+        ? h("dl", {}, context.flatMap(([key, value]) => [h("dt", {}, key), h("dd", {}, String(value))]))
+        : null,
+    );
+    pane.hidden = false;
+  }
+
+  function close() {
+    pane.hidden = true;
+    table.element.focus();
+  }
 
   function flush() {
     frame = 0;
