@@ -64,11 +64,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Three processes on the two cores (a quarter of the time the tests wait on servers, browsers
-# and host CLIs, measured), each test file whole in one of them (module fixtures are shared by
-# its tests); then, alone, the tests that measure the machine's time or memory (marked solo).
+# Two processes, each test file whole in one of them (module fixtures are shared by its tests);
+# then, alone, the tests that measure the machine's time or memory (marked solo).
 unit: $(STAMP) $(VENDOR) browser sandbox $(CLIS)
-	$(BIN)/pytest -q -n 3 --dist loadfile -m "not solo"
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "not solo"
 	$(BIN)/pytest -q -m solo
 
 bench: $(STAMP)

@@ -8,6 +8,7 @@ declined when no one answers in time, and the roots are the project's directory.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -21,7 +22,7 @@ from _session_client import Client
 
 from bundle_contract._spec import get_spec
 from bundle_server._dev_server import DevServer
-from bundle_server.mcp import client_requests
+from bundle_server.mcp import client_requests, messages
 
 
 @pytest.fixture(scope="module")
@@ -267,3 +268,52 @@ def test_a_server_run_with_a_model_script_answers_sampling_by_it(
         replay = client.request("GET", "/api/trace?after=0").json()["entries"]
         answered = [e for e in replay if e["kind"] == "mcp.server-request"]
         assert [e["details"]["by"] for e in answered] == ["model script"] * 2
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"tools": [{"name": f"t{i}", "description": "d" * 500} for i in range(2000)]},
+        {"items": ["x" * 100 for _ in range(20_000)]},
+        {"rows": [[i] * 50 for i in range(30_000)]},
+        {"keys": {f"k{i}": i for i in range(100_000)}},
+    ],
+    ids=["a-long-tool-list", "many-strings", "many-lists", "short-keys"],
+)
+def test_a_cut_takes_a_bounded_number_of_encodings_however_many_strings_and_lists(
+    result: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Cutting the longest string or list one at a time re-encoded the message once per cut:
+    # a minute for a 1.5 MB tools/list, while the server's thread waited.
+    limit = 200_000
+    message = {"jsonrpc": "2.0", "id": 7, "result": result}
+    counted = []
+    real = messages.encoded_size
+    monkeypatch.setattr(messages, "encoded_size", lambda value: counted.append(1) or real(value))
+    cut, truncated = messages.fit(message, limit)
+    assert truncated and real(cut) <= limit
+    assert len(counted) <= 2 * messages.PROBES + 4, len(counted)
+    assert cut.get("id") == 7  # what names the message stays
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"name": {"type": "strin"}}},
+        {"type": 5},
+        {"type": "object", "properties": {"name": {"$ref": "#/$defs/nowhere"}}},
+    ],
+    ids=["misspelt-type", "type-not-a-name", "ref-to-nowhere"],
+)
+def test_an_answer_to_a_server_whose_schema_is_broken_goes_as_it_is(
+    schema: dict[str, Any],
+) -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        pending = client_requests.Pending(
+            "sr_1", "ml_1", "elicitation/create", {"requestedSchema": schema}, "", "",
+            loop.create_future(),
+        )  # fmt: skip
+        client_requests.check_answer(pending, {"content": {"name": "Ada"}})  # no error
+    finally:
+        loop.close()

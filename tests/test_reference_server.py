@@ -115,8 +115,9 @@ def test_the_kit_passes_the_reference_but_for_our_own_choices(
 ) -> None:
     baseline = tmp_path / "expected-failures.txt"
     baseline.write_text("".join(f"{i}\n" for i in sorted(EXPECTED)))
-    argv = ["run", "--url", reference["url"], "--session", reference["session"]]
-    argv += ["--receipt-token", reference["receiptToken"], "--host", HOST]
+    # `--option=value`: the reference's own tokens may start with "-".
+    argv = ["run", "--url", reference["url"], f"--session={reference['session']}"]
+    argv += [f"--receipt-token={reference['receiptToken']}", "--host", HOST]
     argv += ["--target-file", str(TARGET_FILE), "--expected-failures", str(baseline)]
     argv += ["--report", "json", "--out", str(tmp_path)]
     code = main(argv)

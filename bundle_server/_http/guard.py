@@ -46,8 +46,13 @@ def max_session_value() -> int:
 
 
 def new_token() -> str:
-    """A fresh secret: `session-token-bytes` random bytes, URL-safe base64 without padding."""
-    return secrets.token_urlsafe(get_spec().limit("session-token-bytes")["maximum"])
+    """A fresh secret: `session-token-bytes` random bytes, URL-safe base64 without padding,
+    never starting with "-": one in 64 would, and a command line given it as an option's
+    value (`--session TOKEN`) reads it as an option instead."""
+    while True:
+        token = secrets.token_urlsafe(get_spec().limit("session-token-bytes")["maximum"])
+        if not token.startswith("-"):
+            return token
 
 
 @cache

@@ -213,6 +213,10 @@ class ServerRequests:
                 pending.state, pending.action = "expired", "cancel"
                 self._trace(pending)
 
+    def forget(self, session_id: str) -> None:
+        """The session ended: a restarted one starts its scripted model from the beginning."""
+        self._models.pop(session_id, None)
+
     def listed(self, session_id: str) -> list[dict[str, Any]]:
         """McpServerRequest of every pending request of `session_id`, oldest first."""
         return [p.record() for p in self._pending.values() if p.session_id == session_id]
@@ -256,7 +260,6 @@ def dumped(params: Any) -> dict[str, Any]:
 def check_answer(pending: Pending, body: Mapping[str, Any]) -> None:
     """An accepted answer fits its request (BX1004 otherwise)."""
     from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
 
     if pending.method == "sampling/createMessage":
         if not isinstance(body.get("text"), str):
@@ -265,14 +268,16 @@ def check_answer(pending: Pending, body: Mapping[str, Any]) -> None:
     content = body.get("content")
     if not isinstance(content, dict):
         raise InvalidRequest("accepting an elicitation needs the form's `content`")
-    schema = pending.params.get("requestedSchema")
+    requested = pending.params.get("requestedSchema")
+    schema = requested if isinstance(requested, dict) else {}
     try:
-        errors = sorted(
-            Draft202012Validator(schema if isinstance(schema, dict) else {}).iter_errors(content),
-            key=str,
-        )
-    except SchemaError:
-        errors = []  # the server's schema is its own business: the content goes as it is
+        Draft202012Validator.check_schema(schema)
+        errors = sorted(Draft202012Validator(schema).iter_errors(content), key=str)
+    except Exception:
+        # Any failure of the server's schema (SchemaError, an unknown type, a $ref to nowhere,
+        # a TypeError from a value of the wrong kind) is the server's own business: it cannot
+        # hold the user's answer back, which goes as it is.
+        errors = []
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "content"
         raise InvalidRequest(

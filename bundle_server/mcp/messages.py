@@ -9,9 +9,10 @@ Theory of operation:
   bounded by trace-details-bytes), and a body is held once, here.
 - A message is kept as its compact JSON, UTF-8 encoded (once, on the bridge's loop), so what it
   holds is exactly what is charged, and no reference to the SDK's objects outlives the message.
-- A message above mcp-message-bytes is kept cut (`fit`): its longest strings are halved and
-  marked with an ellipsis, then its longest lists shortened (a marker string says how many
-  items went), until it fits; the record says `truncated` with the whole size. Never silent.
+- A message above mcp-message-bytes is kept cut (`fit`): every string past one length is cut
+  there and marked with an ellipsis (the longest length that fits), then, if that is not
+  enough, every list past one length (a marker string says how many items went); the record
+  says `truncated` with the whole size. Never silent.
 - Memory: the kept bytes are charged to the server's retention budget (`_budget`), whose
   reclaimer for messages comes after the invocations' and before the App bindings' (a
   protocol history is read after the fact; a binding still relays to a live App): the
@@ -63,61 +64,102 @@ def encoded_size(value: Any) -> int:
 
 def fit(message: Any, limit: int) -> tuple[Any, bool]:
     """`message` within `limit` bytes of compact JSON, and whether it was cut (see the module
-    docstring). The message given is never changed: what is cut is a copy."""
-    if encoded_size(message) <= limit:
+    docstring). The message given is never changed: what is cut is a copy.
+
+    The cut is one length for every string (a binary search of at most PROBES encodings for
+    the longest that fits), then, if that is not enough, one length for every list: a bounded
+    number of encodings however many strings or items the message has (cutting the longest
+    one at a time re-encoded it once per cut: minutes for a large tools/list). A message more
+    than WHOLE_CUT times the limit is not searched at all: its compact JSON's first part is
+    kept, as text, beside what names it."""
+    size = encoded_size(message)
+    if size <= limit:
         return message, False
-    cut = json.loads(compact(message))  # a copy to cut; plain JSON values only
-    while encoded_size(cut) > limit:
-        if not _halve_longest_string(cut) and not _halve_longest_list(cut):
-            # Nothing long left (a huge object of short keys): keep what names the message.
-            kept = {k: cut[k] for k in ("jsonrpc", "id", "method") if k in cut}
-            return kept | {"cut": "the message's content was above mcp-message-bytes"}, True
-    return cut, True
+    if size > WHOLE_CUT * limit:
+        # A prefix of limit/4 bytes: its characters are escaped at most twice over in the
+        # record's JSON (control characters are escaped in it already), half the limit at most.
+        prefix = compact(message).encode()[: limit // 4].decode("utf-8", "ignore")
+        return _named(message) | {"prefix": prefix + ELLIPSIS}, True
+    cut = message
+    longest = max(_sizes(message, str), default=0)
+    if longest > MIN_STRING:
+        cap = _largest_fitting(MIN_STRING, longest - 1, lambda n: _capped(message, n, None), limit)
+        cut = _capped(message, MIN_STRING if cap is None else cap, None)
+        if cap is not None:
+            return cut, True
+    shorter = cut
+    longest = max(_sizes(shorter, list), default=0)
+    if longest > MIN_LIST:
+        cap = _largest_fitting(MIN_LIST, longest - 1, lambda n: _capped(shorter, None, n), limit)
+        cut = _capped(shorter, None, MIN_LIST if cap is None else cap)
+    if encoded_size(cut) <= limit:
+        return cut, True
+    # Nothing long left (a huge object of short keys): keep what names the message.
+    return _named(message), True
 
 
-def _leaves(value: Any, kind: type[str] | type[list[Any]]) -> list[tuple[Any, Any, int]]:
-    """(container, key, size) of every value of `kind` below `value`."""
-    found: list[tuple[Any, Any, int]] = []
+def _named(message: Any) -> dict[str, Any]:
+    """What names a message (its jsonrpc, id and method), and that its content was cut."""
+    names = ("jsonrpc", "id", "method")
+    kept = {k: message[k] for k in names if isinstance(message, dict) and k in message}
+    return kept | {"cut": "the message's content was above mcp-message-bytes"}
+
+
+# Below these a string or a list is not cut: what is left must still say what it was.
+MIN_STRING = 64
+MIN_LIST = 2
+# At most this many trial encodings per search; the cap found is then within 1/2**PROBES of
+# the search's range of the best one, which only leaves a little of the limit unused.
+PROBES = 7
+# A message above this many times the limit keeps a prefix of its text instead (see `fit`).
+WHOLE_CUT = 4
+
+
+def _largest_fitting(low: int, high: int, cut: Any, limit: int) -> int | None:
+    """The largest cap in [low, high] found to fit `limit` within PROBES encodings (a cut grows
+    with its cap), or None when none tried does."""
+    best = None
+    for _ in range(PROBES):
+        if low > high:
+            break
+        middle = (low + high) // 2
+        if encoded_size(cut(middle)) <= limit:
+            best, low = middle, middle + 1
+        else:
+            high = middle - 1
+    return best
+
+
+def _sizes(value: Any, kind: type[str] | type[list[Any]]) -> list[int]:
+    """The length of every value of `kind` in `value` (iteratively: any depth)."""
+    found: list[int] = []
     stack = [value]
     while stack:
         node = stack.pop()
-        pairs = node.items() if isinstance(node, dict) else enumerate(node)
-        for key, item in pairs:
-            if isinstance(item, kind):
-                found.append((node, key, len(item)))  # a str or a list: sized
-            if isinstance(item, (dict, list)):
-                stack.append(item)
+        if isinstance(node, kind):
+            found.append(len(node))
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
     return found
 
 
-def _halve_longest_string(value: Any) -> bool:
-    strings = _leaves(value, str)
-    if not strings:
-        return False
-    node, key, size = max(strings, key=lambda leaf: leaf[2])
-    if size <= 64:
-        return False
-    node[key] = node[key][: size // 2] + ELLIPSIS
-    return True
-
-
-def _halve_longest_list(value: Any) -> bool:
-    lists = _leaves(value, list)
-    if not lists:
-        return False
-    node, key, size = max(lists, key=lambda leaf: leaf[2])
-    if size <= 2:
-        return False
-    items = node[key]
-    gone = 0
-    marker = items[-1]
-    if isinstance(marker, str) and marker.startswith(MORE) and marker.endswith(" more items"):
-        items = items[:-1]  # an earlier cut's marker: its count goes into the new one
-        gone = int(marker[len(MORE) : -len(" more items")])
-    keep = max(1, len(items) // 2)
-    gone += len(items) - keep
-    node[key] = [*items[:keep], f"{MORE}{gone} more items"]
-    return True
+def _capped(value: Any, string_cap: int | None, list_cap: int | None) -> Any:
+    """A copy of `value` whose strings are at most `string_cap` characters (then an ellipsis)
+    and lists at most `list_cap` items (then a marker saying how many went)."""
+    if isinstance(value, str):
+        if string_cap is not None and len(value) > string_cap:
+            return value[:string_cap] + ELLIPSIS
+        return value
+    if isinstance(value, dict):
+        return {key: _capped(item, string_cap, list_cap) for key, item in value.items()}
+    if isinstance(value, list):
+        items = [_capped(item, string_cap, list_cap) for item in value]
+        if list_cap is not None and len(items) > list_cap:
+            return [*items[:list_cap], f"{MORE}{len(items) - list_cap} more items"]
+        return items
+    return value
 
 
 @dataclass

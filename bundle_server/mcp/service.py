@@ -513,6 +513,7 @@ class McpService:
         return answer
 
     def _closed_session(self, session_id: str) -> None:
+        self.requests.forget(session_id)
         for binding in self.apps.close_session(session_id):
             self._binding_event("mcp.app.closed", binding, None, None)
 
@@ -764,9 +765,9 @@ class McpService:
             return connection
 
     async def _list_names(self, connection: McpConnection) -> None:
+        """List the tools and prompts once, so a call's trace links to its page."""
         from bundle_server.mcp.wire import Exchange  # as in `operate`
 
-        """List the tools and prompts once, so a call's trace links to its page."""
         capabilities = (connection.initialized or {}).get("capabilities", {})
         for method, capability in (("tools/list", "tools"), ("prompts/list", "prompts")):
             if capability in capabilities:
@@ -873,7 +874,7 @@ class McpService:
             }
 
         try:
-            return self.bridge.call(snapshot(), 5)
+            return self.bridge.call(snapshot(), seconds("mcp-loop-answer-time"))
         except (TimeoutError, BridgeClosed, FutureCancelled):
             return {}  # a stopping (its tasks cancelled) or stuck loop: none is known open
 
@@ -906,16 +907,30 @@ class McpService:
     def server_requests(self, session_id: str) -> list[dict[str, Any]]:
         """The pending requests of the session of launch `session_id` (BX3203 for none)."""
         self._find(session_id)
-        return self.bridge.call(self._on_loop(self.requests.listed, session_id), 5)
+        listed: list[dict[str, Any]] = self._loop_answer(
+            self._on_loop(self.requests.listed, session_id)
+        )
+        return listed
 
     def answer_request(
         self, session_id: str, request_id: str, body: Mapping[str, Any]
     ) -> dict[str, Any]:
         """Answer a pending request of the session's server; its McpServerRequest."""
         self._find(session_id)
-        return self.bridge.call(
-            self._on_loop(self.requests.answer, session_id, request_id, body), 5
+        answered: dict[str, Any] = self._loop_answer(
+            self._on_loop(self.requests.answer, session_id, request_id, body)
         )
+        return answered
+
+    def _loop_answer(self, work: Any) -> Any:
+        """What the loop answers for `work`; BX3003 when it does not in mcp-loop-answer-time
+        (stuck, or stopping): an error for the request, never a 500."""
+        try:
+            return self.bridge.call(work, seconds("mcp-loop-answer-time"))
+        except (TimeoutError, BridgeClosed, FutureCancelled):
+            raise ServiceUnavailable(
+                "the MCP sessions did not answer in time: the server is busy or stopping"
+            ) from None
 
     @staticmethod
     async def _on_loop(function: Callable[..., Any], *args: Any) -> Any:
