@@ -204,6 +204,17 @@ def test_a_refused_save_changes_nothing(files: CollectionFiles) -> None:
     assert files.load("smoke").calls == [CALL]
 
 
+def test_a_save_that_would_make_an_unreadable_file_is_refused(files: CollectionFiles) -> None:
+    # Under the limit compact (as the body is bounded), over it indented (as it is written):
+    # the save is refused rather than leaving a file every later read refuses.
+    data = {"calls": [CALL | {"params": {"name": "t", "arguments": {"xs": [0] * 100_000}}}]}
+    assert len(json.dumps(data, separators=(",", ":"))) < 1_048_576
+    with pytest.raises(McpCollectionInvalid, match="above mcp-collection-file-bytes") as refused:
+        files.save("big", data)
+    assert refused.value.details["file"] == "mcp-collections/big.json"
+    assert not files.directory.exists() or list(files.directory.iterdir()) == []
+
+
 def test_unknown_and_unlisted_names(files: CollectionFiles) -> None:
     with pytest.raises(McpCollectionNotFound):
         files.load("nope")

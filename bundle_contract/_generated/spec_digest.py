@@ -1,3 +1,3 @@
 """The digest of the spec files `bundle-contract generate` checked (see _spec.py)."""
 
-CHECKED = "88c944cf29132191c3a26c647d5046d9eb77c0d1df75d39a650725688eede678"
+CHECKED = "0fbb79aaf1b0d8d117a76935261250561afee22963bdbfbb947335c88e5d4b6d"
