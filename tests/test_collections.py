@@ -8,7 +8,7 @@ import copy
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from bundle_contract._generated.errors import McpCollectionInvalid, McpCollectionNotFound
 from bundle_server.collections.diff import Change, diff, escape, split
 from bundle_server.collections.files import CollectionFiles
-from bundle_server.collections.service import compare, kept
+from bundle_server.collections.service import CollectionService, compare, kept
+from bundle_server.mcp.service import McpService
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 5) | st.text("ab/~", max_size=3),
@@ -204,6 +205,17 @@ def test_a_refused_save_changes_nothing(files: CollectionFiles) -> None:
     assert files.load("smoke").calls == [CALL]
 
 
+def test_a_save_that_would_make_an_unreadable_file_is_refused(files: CollectionFiles) -> None:
+    # Under the limit compact (as the body is bounded), over it indented (as it is written):
+    # the save is refused rather than leaving a file every later read refuses.
+    data = {"calls": [CALL | {"params": {"name": "t", "arguments": {"xs": [0] * 100_000}}}]}
+    assert len(json.dumps(data, separators=(",", ":"))) < 1_048_576
+    with pytest.raises(McpCollectionInvalid, match="above mcp-collection-file-bytes") as refused:
+        files.save("big", data)
+    assert refused.value.details["file"] == "mcp-collections/big.json"
+    assert not files.directory.exists() or list(files.directory.iterdir()) == []
+
+
 def test_unknown_and_unlisted_names(files: CollectionFiles) -> None:
     with pytest.raises(McpCollectionNotFound):
         files.load("nope")
@@ -230,3 +242,60 @@ def test_the_directory_is_no_bundle_source() -> None:
     from bundle_server.collections.files import DIRECTORY
 
     assert layout().ignored(f"{DIRECTORY}/smoke.json")
+
+
+class _NoLaunches:
+    """The MCP service as a run sees it when the epoch has no launches: every call fails."""
+
+    def active_launches(self) -> None:
+        return None
+
+
+def _service(root: Path, runs_dir: Path | None = None) -> CollectionService:
+    return CollectionService(
+        root, cast(McpService, _NoLaunches()), lambda: ("ep_1", root), runs_dir
+    )
+
+
+def test_a_run_changes_its_record_only_under_the_lock(
+    files: CollectionFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `runs` copies a record under way under the lock; a key set outside it can fail that
+    # copy with "dictionary changed size during iteration".
+    service = _service(files.root)
+    service.files.save("smoke", {"calls": [CALL]})
+
+    class Watched(dict[str, Any]):
+        def __setitem__(self, key: str, value: Any) -> None:
+            assert service._lock.locked(), f"{key} set without the lock"
+            super().__setitem__(key, value)
+
+    start = service._start
+
+    def watched(collection: Any, epoch_id: str, trigger: str) -> Any:
+        running = start(collection, epoch_id, trigger)
+        running.record = Watched(running.record)
+        return running
+
+    monkeypatch.setattr(service, "_start", watched)
+    record = service.run("smoke")
+    assert record["state"] == "finished"
+    assert {"durationMs", "finishedAt"} <= record.keys()
+
+
+def test_a_run_that_cannot_be_kept_leaves_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = _service(tmp_path / "project", tmp_path / "runs")
+    record = {"epochId": "ep_1", "startedAt": "2026-01-01T00:00:00Z", "calls": []}
+
+    def refuse(*args: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("os.replace", refuse)
+    service._store("smoke", record)
+    assert list((tmp_path / "runs" / "smoke").iterdir()) == []
+    monkeypatch.undo()
+    with pytest.raises(TypeError):
+        service._store("smoke", record | {"calls": [object()]})
+    assert list((tmp_path / "runs" / "smoke").iterdir()) == []

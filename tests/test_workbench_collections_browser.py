@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from _browser import Browser, Problems, WorkbenchServer, screenshot, signed_in, workbench_server
 from _projects import copy_example
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Request, expect
 
 # A re-run starts the MCP server of the new epoch (a Python importing the SDK) first.
 RERUN = 60_000
@@ -107,9 +108,23 @@ def test_a_call_from_the_form_is_saved_into_the_project(
 ) -> None:
     tab, _ = page
     launch = tab.request.get(f"{server.url}/api/mcp/servers").json()["servers"][0]["launches"][0]
+    listings: list[str] = []
+
+    def listing(request: Request) -> None:
+        if urlsplit(request.url).path == "/api/mcp/collections":
+            listings.append(request.url)
+
+    tab.on("request", listing)
     tab.goto(f"{server.url}/mcp?session={launch['launchId']}&tool=check_command")
     form = tab.get_by_role("form", name="Call check_command")
     expect(form).to_be_visible(timeout=RERUN)
+    # Mounting reads the listing once: the epochs the project events still hold (this server
+    # adopted several) are no new ones to await, so no re-run is polled for.
+    panel = tab.get_by_role("region", name="Collections")
+    expect(panel).to_have_attribute("data-loaded", "true")
+    tab.wait_for_timeout(1500)  # several polling periods (POLL_MS) of a chain, had one started
+    assert len(listings) == 1, listings
+    expect(panel.get_by_role("status")).not_to_contain_text("Re-running")
     form.get_by_role("textbox", name="command").fill("git push -f")
     form.get_by_role("button", name="Call").click()
     save = tab.locator("form.save-call")

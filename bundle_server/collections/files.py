@@ -118,6 +118,15 @@ class CollectionFiles:
         checked = check(data, self.relative(path))
         text = json.dumps(checked, indent=2, ensure_ascii=False) + "\n"
         where = self.relative(path)
+        # The body was bounded compact; indented, it can grow past what `load` accepts, and a
+        # file every later read refuses is worse than refusing the save (nothing written).
+        size = len(text.encode("utf-8"))
+        if size > limit("mcp-collection-file-bytes"):
+            raise McpCollectionInvalid(
+                f"{where}: {size} bytes as written, above mcp-collection-file-bytes"
+                f" ({limit('mcp-collection-file-bytes')})",
+                {"file": where},
+            )
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(

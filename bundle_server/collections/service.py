@@ -276,7 +276,10 @@ class CollectionService:
             with self._lock:
                 record["calls"].append(made)
                 record["counts"][made["status"]] += 1
-        record["durationMs"] = round((time.monotonic() - began) * 1000, 3)
+        # Under the lock, as every change of the record: `runs` copies it meanwhile, and a key
+        # added during that copy fails it (dictionary changed size during iteration).
+        with self._lock:
+            record["durationMs"] = round((time.monotonic() - began) * 1000, 3)
 
     def _call(
         self, call: Mapping[str, Any], launches: list[Launch], epoch_id: str, run_id: str
@@ -323,8 +326,9 @@ class CollectionService:
 
     def _finish(self, name: str, run: Running) -> None:
         record = run.record
-        record["state"] = "finished"
-        record["finishedAt"] = utc_timestamp()
+        with self._lock:  # see _make_calls: `runs` may be copying the record
+            record["state"] = "finished"
+            record["finishedAt"] = utc_timestamp()
         if not self._closed:  # cut short by the server's close: not a run to diff against
             self._store(name, record)
         with self._lock:
@@ -387,15 +391,24 @@ class CollectionService:
         try:
             directory.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(prefix=".run.", suffix=".tmp", dir=directory)
+        except OSError as error:
+            logger.warning("collection %s: run not kept: %s", name, error)
+            return
+        try:
             with os.fdopen(handle, "w", encoding="utf-8") as out:
                 json.dump(record, out, ensure_ascii=False)
             os.replace(temporary, directory / f"{record['epochId']}.json")
-            # One per epoch; past mcp-collection-runs the oldest go.
-            for old in self._kept(name)[limit("mcp-collection-runs") :]:
-                with contextlib.suppress(OSError):
-                    (directory / f"{old['epochId']}.json").unlink()
-        except OSError as error:
+        except BaseException as error:
+            # No temporary left behind (a full disk would otherwise fill up with them).
+            Path(temporary).unlink(missing_ok=True)
+            if not isinstance(error, OSError):
+                raise
             logger.warning("collection %s: run not kept: %s", name, error)
+            return
+        # One per epoch; past mcp-collection-runs the oldest go.
+        for old in self._kept(name)[limit("mcp-collection-runs") :]:
+            with contextlib.suppress(OSError):
+                (directory / f"{old['epochId']}.json").unlink()
 
     def _trace(self, record: dict[str, Any]) -> None:
         if self._publish is None:

@@ -57,6 +57,7 @@ export function mountCollections(view, { selectedServer, callInForm } = {}) {
   if (wanted) open.add(wanted);
   let awaiting = null; // {epochId, until}
   let poll = 0;
+  let chain = 0; // the newest check chain: an older one stops at its next step
 
   const status = h("p", { className: "muted", role: "status" });
   const error = h("p", { className: "error error-state", role: "alert" });
@@ -396,19 +397,25 @@ export function mountCollections(view, { selectedServer, callInForm } = {}) {
 
   // A new epoch: the server re-runs every collection; read them again until each usable one
   // has a finished run of that epoch (or AWAIT_MS passed).
+  // One check chain at a time: clearing `poll` stops only a chain waiting on its timer, not
+  // one inside its `await refresh()`, so each chain carries its token and ends once it is not
+  // the newest.
   function awaitEpoch(epochId) {
     awaiting = { epochId, until: Date.now() + AWAIT_MS };
     status.textContent = `Re-running the collections on ${epochId}…`;
     clearTimeout(poll);
-    check();
+    check(++chain);
   }
 
-  async function check() {
-    if (ended || !awaiting) return;
+  function usable() {
+    return listed.filter((row) => !row.error && row.calls > 0);
+  }
+
+  async function check(token) {
+    if (ended || !awaiting || token !== chain) return;
     await refresh();
-    if (ended || !awaiting) return;
-    const usable = listed.filter((row) => !row.error && row.calls > 0);
-    const done = usable.every(
+    if (ended || !awaiting || token !== chain) return;
+    const done = usable().every(
       (row) => row.lastRun && row.lastRun.epochId === awaiting.epochId && row.lastRun.state === "finished",
     );
     if (done || Date.now() > awaiting.until) {
@@ -416,23 +423,54 @@ export function mountCollections(view, { selectedServer, callInForm } = {}) {
       awaiting = null;
       return;
     }
-    poll = setTimeout(check, POLL_MS);
+    poll = setTimeout(() => check(token), POLL_MS);
   }
 
-  const events = follow("/api/project/events/stream", {
-    sequenceOf: (frame) => frame.sequence,
-    onFrame: (frame) => {
-      if (frame.type !== "artifact.available") return;
-      const epoch = frame.payload && frame.payload.activeEpoch;
-      if (epoch && epoch.id && !ended) awaitEpoch(epoch.id);
+  // Only epochs adopted from now on: the stream from its start would replay every retained
+  // artifact.available, each read here as a new epoch ("Re-running…" for an epoch long run).
+  // The replay's latestSequence says where now is; the stream follows from there, so nothing
+  // adopted between the two is missed. The replay's last adoption is the epoch at mount: its
+  // re-runs are awaited only if they are under way or not begun (see `mounted`).
+  let events = null;
+  let mountEpoch = null;
+  function followEvents(after) {
+    if (ended) return;
+    events = follow("/api/project/events/stream", {
+      after,
+      sequenceOf: (frame) => frame.sequence,
+      onFrame: (frame) => {
+        if (frame.type !== "artifact.available") return;
+        const epoch = frame.payload && frame.payload.activeEpoch;
+        if (epoch && epoch.id && !ended) awaitEpoch(epoch.id);
+      },
+    });
+  }
+  const following = getJSON("/api/project/events").then(
+    (replay) => {
+      const adopted = replay.events.filter(
+        (e) => e.type === "artifact.available" && e.payload && e.payload.activeEpoch,
+      );
+      if (adopted.length) mountEpoch = adopted[adopted.length - 1].payload.activeEpoch.id;
+      followEvents(replay.latestSequence);
     },
-  });
+    () => followEvents(0), // unreadable now: from the start, as before (one chain still)
+  );
+
+  // After the first listing: a re-run of the epoch at mount that is under way, or not begun
+  // (the epoch was adopted just before), is awaited as a new epoch's would be.
+  function mounted() {
+    if (ended || awaiting || !mountEpoch) return;
+    const rows = usable();
+    const running = rows.some((row) => row.lastRun && row.lastRun.state === "running");
+    const begun = rows.some((row) => row.lastRun && row.lastRun.epochId === mountEpoch);
+    if (rows.length && (running || !begun)) awaitEpoch(mountEpoch);
+  }
 
   function end() {
     if (ended) return;
     ended = true;
     clearTimeout(poll);
-    events.close();
+    if (events) events.close();
     watcher.disconnect();
   }
   // The view goes (another view is shown): so does the panel.
@@ -441,6 +479,9 @@ export function mountCollections(view, { selectedServer, callInForm } = {}) {
   });
   if (view.parentNode) watcher.observe(view.parentNode, { childList: true });
 
-  migrate().finally(() => refresh());
+  migrate()
+    .finally(() => refresh())
+    .then(() => following)
+    .then(mounted);
   return { refresh, saveCall, unmount: end };
 }
