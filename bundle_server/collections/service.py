@@ -329,15 +329,17 @@ class CollectionService:
         with self._lock:  # see _make_calls: `runs` may be copying the record
             record["state"] = "finished"
             record["finishedAt"] = utc_timestamp()
-        if not self._closed:  # cut short by the server's close: not a run to diff against
-            self._store(name, record)
-        with self._lock:
-            run.done = True
-            if self._running.get(name) is run:
-                del self._running[name]
-            wakes, run.wakes = run.wakes, []
-        for wake in wakes:
-            wake()
+        try:
+            if not self._closed:  # cut short by the server's close: not a run to diff against
+                self._store(name, record)
+        finally:  # whatever keeping it did, the run is over: nobody waits on it for ever
+            with self._lock:
+                run.done = True
+                if self._running.get(name) is run:
+                    del self._running[name]
+                wakes, run.wakes = run.wakes, []
+            for wake in wakes:
+                wake()
         self._trace(record)
 
     # --- kept runs ---
