@@ -226,6 +226,36 @@ def test_subscribe_and_unsubscribe_by_short_requests(live: Server) -> None:
         mux.close()
 
 
+def test_an_unsubscribe_that_overtakes_its_subscribe_wins(live: Server) -> None:
+    """A DELETE and the subscribe POST before it are not ordered: a DELETE that arrives first
+    finds nothing, and the subscribe then is refused (its error frame), never a subscription
+    no one follows."""
+    start = live.hub.latest_sequence
+
+    def refused(frames: list[Frame], subscription: str) -> bool:
+        mine = [f for f in frames if f.get("subscription") == subscription]
+        return [(f["type"], f.get("error", {}).get("code")) for f in mine] == [
+            ("multiplex.error", "BX1012")
+        ]
+
+    mux = Mux(live.port, [])
+    try:
+        mux.unsubscribe("t")
+        mux.subscribe(trace("t", start), trace("u", start))
+        publish(live.hub, 1)
+        frames = mux.until(is_entry(start + 1, "u"))
+        assert refused(frames, "t"), frames
+        # Once unsubscribed, an id stays unsubscribed on this stream.
+        mux.unsubscribe("u")
+        mux.until(lambda f: f["type"] == "multiplex.closed")
+        mux.subscribe(trace("u", start + 1), trace("v", start + 1))
+        publish(live.hub, 1)
+        frames = mux.until(is_entry(start + 2, "v"))
+        assert refused(frames, "u"), frames
+    finally:
+        mux.close()
+
+
 def test_resume_after_a_reconnect_from_the_last_sequence(live: Server) -> None:
     publish(live.hub, 2)
     seen = live.hub.latest_sequence
@@ -324,6 +354,12 @@ def test_error_frames_leave_the_stream_going(live: Server) -> None:
         status, body = mux.call(
             "POST",
             f"/api/multiplex/{mux.id}/subscriptions",
+            {"subscriptions": [{"id": "bad id", "route": "trace.stream"}]},
+        )
+        assert (status, body["error"]["code"]) == (400, "BX1004")
+        status, body = mux.call(
+            "POST",
+            "/api/multiplex/stream",
             {"subscriptions": [{"id": "bad id", "route": "trace.stream"}]},
         )
         assert (status, body["error"]["code"]) == (400, "BX1004")
@@ -441,10 +477,12 @@ def test_sessions_and_project_events_share_one_stream(dev: tuple[DevServer, Clie
         client.request("POST", f"/api/sessions/{second['id']}/terminate", {})
 
 
-def settled(read: Callable[[], int], quiet: float = 1.0) -> int:
-    """`read()` once it stopped growing for `quiet` seconds (what a paced stream waits at)."""
+def settled(read: Callable[[], int], quiet: float = 1.0, limit: float = 30.0) -> int:
+    """`read()` once it stopped growing for `quiet` seconds (what a paced stream waits at), or
+    after `limit` seconds if it never did."""
     value, since = read(), time.monotonic()
-    while time.monotonic() - since < quiet:
+    deadline = since + limit
+    while time.monotonic() - since < quiet and time.monotonic() < deadline:
         time.sleep(0.05)
         if read() != value:
             value, since = read(), time.monotonic()
@@ -493,6 +531,8 @@ def test_session_output_is_paced_by_what_the_page_consumed(dev: tuple[DevServer,
         # A total past what was sent opens nothing beyond it; the total sent opens a window.
         mux.consumed("y", 1 << 50)
         wait_for(lambda: received["y"] >= spent + mux.window, timeout=10)
+        more = settled(lambda: received["y"], limit=10)
+        assert more <= spent + mux.window + 2 * HIGH_WATER, (spent, more)
     finally:
         mux.close()
         for record in (flood, echo):

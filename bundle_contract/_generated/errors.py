@@ -213,8 +213,9 @@ class SubscriptionTargetUnknown(RequestError):
 
 
 class SubscriptionRefused(RequestError):
-    """A subscription of a multiplexed stream whose id is already in use on it, or past
-    multiplex-subscriptions active ones.
+    """A subscription of a multiplexed stream whose id is already in use on it or was
+    unsubscribed on it (an unsubscribe may overtake its subscribe), or past multiplex-
+    subscriptions active ones.
     """
 
     code: ClassVar[str] = "BX1012"

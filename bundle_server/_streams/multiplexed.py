@@ -50,6 +50,10 @@ WRITE_BYTES = 65536
 # keystroke echo is far smaller and is never held back.
 FLOOD_BYTES = 4096
 FLOOD_PAUSE = 0.002
+# Subscription ids removed from one stream that it remembers (the oldest forgotten first): a
+# subscribe of such an id is refused, so a DELETE that overtook its subscribe POST still wins.
+# Far more than the requests a page has in flight.
+REMOVED_IDS = 1024
 
 
 class Source(Protocol):
@@ -146,6 +150,7 @@ class MultiplexedStream:
         self._waker = GreenWaker()
         self._sources: dict[str, Source] = {}
         self._notes: list[bytes] = []  # errors and ends not from a source, written first
+        self._removed: dict[str, None] = {}  # ids removed, oldest first (at most REMOVED_IDS)
         self._released = False
         self.closed = False
 
@@ -160,6 +165,11 @@ class MultiplexedStream:
 
     def has(self, subscription: str) -> bool:
         return subscription in self._sources
+
+    def was_removed(self, subscription: str) -> bool:
+        """`remove` was asked for this id (whether or not it was subscribed then): it is not
+        subscribed again on this stream."""
+        return subscription in self._removed
 
     def add(self, subscription: str, source: Source) -> None:
         """Write `source`'s frames from the next round on (the caller checked the id is free)."""
@@ -176,7 +186,12 @@ class MultiplexedStream:
 
     def remove(self, subscription: str) -> None:
         """Let `subscription` go; its `multiplex.closed` (`unsubscribed`) is its last frame.
-        One that already ended is no error."""
+        One that already ended, or that was never added, is no error; either way the id is not
+        added later (`was_removed`): a DELETE may overtake its subscribe."""
+        self._removed.pop(subscription, None)
+        self._removed[subscription] = None
+        if len(self._removed) > REMOVED_IDS:
+            del self._removed[next(iter(self._removed))]
         source = self._sources.pop(subscription, None)
         if source is None:
             return
@@ -234,8 +249,9 @@ class MultiplexedStream:
             written = 0
             if self._notes:
                 notes, self._notes = self._notes, []
-                yield from pieces(notes, WRITE_BYTES)
-                written += 1
+                for piece in pieces(notes, WRITE_BYTES):
+                    yield piece
+                    written += len(piece)
             order = list(self._sources.items())
             if order:
                 start = turn % len(order)

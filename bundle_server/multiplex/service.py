@@ -5,8 +5,9 @@ bytes, URL-safe: `MultiplexStreamId.json`) and remembers it until its response i
 client left, or the server closed it). The short requests that change a stream find it here
 by id (BX1010 when it is gone). `subscribe` turns each subscription request into a source,
 or into that subscription's error frame: an unknown route, a bad parameter or cursor, a
-session that does not exist, an id in use, one past `multiplex-subscriptions`; the stream and
-its other subscriptions go on. Every stream lives in the server's thread (its greenlet and
+session that does not exist, an id in use or already unsubscribed on the stream (its DELETE
+may overtake its subscribe), one past `multiplex-subscriptions`; the stream and its other
+subscriptions go on. Every stream lives in the server's thread (its greenlet and
 the requests'); only `close()`, at shutdown, may come from another.
 """
 
@@ -110,6 +111,15 @@ class MultiplexService:
                         {"subscription": subscription, "limit": subscription_limit()},
                     )
                 source = subscribe(state, request, stream.wake, self._window)
+                # Checked once the source is made, with no wait before `add`: a DELETE that
+                # arrived while it was being made counts too.
+                if stream.was_removed(subscription):
+                    source.close()
+                    raise SubscriptionRefused(
+                        f"subscription id {subscription} was unsubscribed on this stream:"
+                        " subscribe under a fresh id",
+                        {"subscription": subscription},
+                    )
             except ContractError as error:
                 stream.refuse(subscription, error)
                 continue

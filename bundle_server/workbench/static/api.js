@@ -66,7 +66,9 @@ class Multiplexer {
     this.streamId = null; // of the open stream, once its first frame said it
     this.generation = 0; // one per opened stream: which stream a subscription is on
     this.next = 0;
-    this.window = 1 << 20; // the server's session window, from its first frame
+    // The server's session window (multiplex-session-window): its first frame says it, and no
+    // output comes before that.
+    this.window = 0;
     this.running = false;
     this.controller = null;
     this.adding = []; // subscriptions to add to the open stream, sent together
@@ -78,6 +80,7 @@ class Multiplexer {
   add(subscription) {
     subscription.wire = `s${(this.next += 1)}`;
     subscription.on = null;
+    subscription.posted = null; // its subscribe POST, once sent
     this.subscriptions.set(subscription.wire, subscription);
     if (!this.running) this.run();
     else if (this.streamId) this.queue(subscription);
@@ -88,16 +91,23 @@ class Multiplexer {
     if (this.subscriptions.get(subscription.wire) !== subscription) return;
     this.subscriptions.delete(subscription.wire);
     if (subscription.on !== this.generation) return;
-    if (this.streamId) this.unsubscribe(subscription.wire);
-    else this.orphans.push(subscription.wire); // let go once the stream says its id
+    if (!this.streamId) {
+      this.orphans.push(subscription.wire); // let go once the stream says its id
+      return;
+    }
+    // Two fetches are not ordered: the DELETE goes once the subscribe POST settled. (The
+    // server refuses a subscribe of an id it was told to remove anyway.)
+    const streamId = this.streamId;
+    Promise.resolve(subscription.posted).then(() => this.unsubscribe(subscription.wire, streamId));
   }
 
-  unsubscribe(wire) {
-    send("DELETE", `/api/multiplex/${this.streamId}/subscriptions/${wire}`).catch(() => {});
+  unsubscribe(wire, streamId = this.streamId) {
+    send("DELETE", `/api/multiplex/${streamId}/subscriptions/${wire}`).catch(() => {});
   }
 
   queue(subscription) {
     subscription.on = this.generation;
+    subscription.posted = null;
     this.adding.push(subscription);
     if (this.adding.length > 1) return;
     queueMicrotask(() => {
@@ -106,9 +116,10 @@ class Multiplexer {
       if (!batch.length || !this.streamId) return;
       // Refusals of one subscription arrive as its error frame; a stream that is gone is
       // reopened by the reader with every subscription in it.
-      postJSON(`/api/multiplex/${this.streamId}/subscriptions`, {
+      const posted = postJSON(`/api/multiplex/${this.streamId}/subscriptions`, {
         subscriptions: batch.map((s) => s.request(s.wire)),
       }).catch(() => {});
+      for (const subscription of batch) subscription.posted = posted;
     });
   }
 
@@ -125,7 +136,10 @@ class Multiplexer {
       const generation = this.generation;
       const carried = [...this.subscriptions.values()];
       this.orphans = [];
-      for (const subscription of carried) subscription.on = generation;
+      for (const subscription of carried) {
+        subscription.on = generation;
+        subscription.posted = null; // carried by the stream's own request
+      }
       this.controller = new AbortController();
       try {
         const response = await fetch("/api/multiplex/stream", {
