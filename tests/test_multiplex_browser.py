@@ -89,6 +89,10 @@ def open_tab(page: Page, server: DevServer) -> InFlight:
     return counter
 
 
+# Alone (make unit's solo run): ten host sessions painting in three tabs within 15 s is a
+# question of the machine's time; beside the parallel tests one terminal of thirty stayed blank
+# twice in full runs (never alone).
+@pytest.mark.solo
 def test_ten_sessions_in_three_tabs_all_stay_live_on_one_connection_each(
     browser: Browser, server: DevServer
 ) -> None:
