@@ -212,6 +212,24 @@ def post_receipt(server: WorkbenchServer, body: dict[str, Any]) -> None:
         assert response.status == 204
 
 
+def end_running_sessions(server: WorkbenchServer) -> None:
+    """Terminate every running session of `server` through the API (the server allows four)."""
+
+    def call(method: str, path: str) -> Any:
+        request = urllib.request.Request(
+            f"{server.url}{path}",
+            b"{}" if method == "POST" else None,
+            {"x-bundle-session": server.session, "Content-Type": "application/json"},
+            method=method,
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read() or b"null")
+
+    for session in call("GET", "/api/sessions")["sessions"]:
+        if session["state"] == "running":
+            call("POST", f"/api/sessions/{session['id']}/terminate")
+
+
 @contextmanager
 def signed_in(browser: Browser, server: WorkbenchServer) -> Iterator[tuple[Page, Problems]]:
     """A page signed in through the server's printed URL; the test fails if the page reported

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from _projects import config, write_project
+from _session_client import Client
 
 # A compiled server of the project: tools that echo, report the `_meta` they received, take
 # their time, raise, log, name their process, and end it; a resource and a prompt.
@@ -172,3 +173,14 @@ def mcp_project(root: Path, remote_url: str | None = None) -> Path:
     """A bundle project at root/project whose MCP servers are `mcp_members`'."""
     members, files = mcp_members(root, remote_url)
     return write_project(root / "project", config(**members), files=files)
+
+
+def mcp_entries(client: Client, **correlation: str) -> list[dict[str, Any]]:
+    """The trace's MCP entries whose correlation holds every `correlation` item."""
+    entries = client.request("GET", "/api/trace?after=0").json()["entries"]
+    return [
+        e
+        for e in entries
+        if e["source"] == "mcp"
+        and all(e["correlation"].get(k) == v for k, v in correlation.items())
+    ]

@@ -41,6 +41,14 @@ async def adopt(kind: str, ctx: Context) -> str:
 
 
 @server.tool()
+async def adopt_many(kind: str, count: int, ctx: Context) -> str:
+    """Asks the user `count` questions at once: how many of each answer came back."""
+    asked = (ctx.elicit(f"Name {kind} {index}", schema=Pet) for index in range(count))
+    actions = [answer.action for answer in await asyncio.gather(*asked)]
+    return " ".join(f"{action}={actions.count(action)}" for action in sorted(set(actions)))
+
+
+@server.tool()
 async def ask_model(question: str, ctx: Context) -> str:
     """Asks our client's model (sampling)."""
     try:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from _kit import kit_server
-from _mcp import mcp_project, remote_server
+from _mcp import mcp_entries, mcp_project, remote_server
 from _session_client import Client
 
 from bundle_contract._schemas import reference_validator
@@ -94,16 +94,6 @@ def call(client: Client, session: str, tool: str, **arguments: Any) -> dict[str,
 def returned(found: dict[str, Any]) -> Any:
     """A tool's JSON return value, from the text content the server sent."""
     return json.loads(found["result"]["content"][0]["text"]) if found["result"]["content"] else {}
-
-
-def mcp_entries(client: Client, **correlation: str) -> list[dict[str, Any]]:
-    entries = client.request("GET", "/api/trace?after=0").json()["entries"]
-    return [
-        e
-        for e in entries
-        if e["source"] == "mcp"
-        and all(e["correlation"].get(k) == v for k, v in correlation.items())
-    ]
 
 
 # --- launch lists ---

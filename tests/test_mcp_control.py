@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from _kit import kit_server
+from _mcp import mcp_entries
 from _projects import copy_example
 from _session_client import Client
 
@@ -92,16 +93,6 @@ def progressed(client: Client, session: str, key: str, count: int = 1) -> dict[s
             return found
         assert time.monotonic() < deadline, f"no progress: {status} {body}"
         time.sleep(0.02)
-
-
-def mcp_entries(client: Client, **correlation: str) -> list[dict[str, Any]]:
-    entries = client.request("GET", "/api/trace?after=0").json()["entries"]
-    return [
-        e
-        for e in entries
-        if e["source"] == "mcp"
-        and all(e["correlation"].get(k) == v for k, v in correlation.items())
-    ]
 
 
 # --- progress and cancel ---

@@ -242,6 +242,33 @@ def test_a_request_no_one_answers_is_declined_in_time(
     assert client.request("GET", f"/api/mcp/sessions/{session}/requests").json()["requests"] == []
 
 
+def test_a_server_asking_past_the_pending_limit_is_declined_at_once(
+    client: Client, session: str
+) -> None:
+    limit = get_spec().limit("mcp-pending-server-requests")["maximum"]
+    many = limit + 3
+    result = in_background(lambda: call(client, session, "adopt_many", kind="fish", count=many))
+    deadline = time.monotonic() + 30
+    while True:
+        listed = client.request("GET", f"/api/mcp/sessions/{session}/requests").json()["requests"]
+        replay = client.request("GET", "/api/trace?after=0").json()["entries"]
+        declined = [
+            e
+            for e in replay
+            if e["kind"] == "mcp.server-request" and e["details"]["state"] == "declined"
+        ]
+        if len(listed) == limit and len(declined) == 3:
+            break
+        assert len(listed) <= limit, len(listed)
+        assert time.monotonic() < deadline, (len(listed), len(declined))
+        time.sleep(0.05)
+    assert all(e["correlation"]["mcpSessionId"] == session for e in declined)
+    assert all(e["details"]["limit"] == limit for e in declined)
+    for asked in listed:
+        assert answer(client, session, asked["serverRequestId"], {"action": "cancel"})[0] == 200
+    assert text_of(result()) == f"cancel={limit} decline=3"
+
+
 def test_the_roots_are_the_project_directory(
     client: Client, session: str, server: DevServer
 ) -> None:

@@ -14,7 +14,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _browser import Browser, Problems, WorkbenchServer, screenshot, signed_in, workbench_server
+from _browser import (
+    Browser,
+    Problems,
+    WorkbenchServer,
+    end_running_sessions,
+    screenshot,
+    signed_in,
+    workbench_server,
+)
 from playwright.sync_api import Page, expect
 
 from bundle_contract import validate
@@ -35,13 +43,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkbenchServer
 
 @pytest.fixture
 def page(browser: Browser, server: WorkbenchServer) -> Iterator[tuple[Page, Problems]]:
-    with signed_in(browser, server) as (page, problems):
-        yield page, problems
-        # The server allows four running sessions: each test ends the ones it started.
-        listed = page.request.get(f"{server.url}/api/sessions").json()
-        for session in listed["sessions"]:
-            if session["state"] == "running":
-                page.request.post(f"{server.url}/api/sessions/{session['id']}/terminate", data={})
+    try:
+        with signed_in(browser, server) as (page, problems):
+            yield page, problems
+    finally:
+        # The server allows four running sessions: each test ends the ones it started, once
+        # its page is closed (a resize the page sent as the session ended would be a 409 of
+        # the clean-up's making, not of the test's).
+        end_running_sessions(server)
 
 
 def terminal_text(page: Page, session_id: str) -> str:

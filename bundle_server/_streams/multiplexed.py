@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from functools import cache
 from typing import Protocol
 
 import gevent
 from werkzeug.wrappers import Response
 
 from bundle_contract._error_bases import ContractError
+from bundle_contract._spec import get_spec
 from bundle_server._streams.hangup import Hangup
 from bundle_server._streams.ndjson import NDJSON, GreenWaker, StreamBody, pieces
 from bundle_server._streams.sequenced import encode_frame
@@ -50,10 +52,15 @@ WRITE_BYTES = 65536
 # keystroke echo is far smaller and is never held back.
 FLOOD_BYTES = 4096
 FLOOD_PAUSE = 0.002
-# Subscription ids removed from one stream that it remembers (the oldest forgotten first): a
-# subscribe of such an id is refused, so a DELETE that overtook its subscribe POST still wins.
-# Far more than the requests a page has in flight.
-REMOVED_IDS = 1024
+
+
+@cache
+def removed_ids() -> int:
+    """Subscription ids removed from one stream that it remembers, the oldest forgotten first
+    (`multiplex-removed-ids`): a subscribe of such an id is refused, so a DELETE that overtook
+    its subscribe POST still wins."""
+    value: int = get_spec().limit("multiplex-removed-ids")["maximum"]
+    return value
 
 
 class Source(Protocol):
@@ -150,7 +157,7 @@ class MultiplexedStream:
         self._waker = GreenWaker()
         self._sources: dict[str, Source] = {}
         self._notes: list[bytes] = []  # errors and ends not from a source, written first
-        self._removed: dict[str, None] = {}  # ids removed, oldest first (at most REMOVED_IDS)
+        self._removed: dict[str, None] = {}  # ids removed, oldest first (at most removed_ids())
         self._released = False
         self.closed = False
 
@@ -190,7 +197,7 @@ class MultiplexedStream:
         added later (`was_removed`): a DELETE may overtake its subscribe."""
         self._removed.pop(subscription, None)
         self._removed[subscription] = None
-        if len(self._removed) > REMOVED_IDS:
+        if len(self._removed) > removed_ids():
             del self._removed[next(iter(self._removed))]
         source = self._sources.pop(subscription, None)
         if source is None:

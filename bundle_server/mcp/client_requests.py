@@ -10,7 +10,9 @@ Theory of operation (all of it on the bridge's asyncio loop, so no lock):
   `mcp.requests.answer`, which resolves the future the callback awaits.
 - A request no one answers within mcp-server-request-time is declined on the user's behalf
   (elicitation: `action: decline`; sampling, which has no decline in MCP: a JSON-RPC error),
-  so a server's request never hangs its session nor the call that made it ask.
+  so a server's request never hangs its session nor the call that made it ask. One that finds
+  mcp-pending-server-requests of its session already waiting is declined the same way at
+  once (traced as `declined`): a server asking in a loop holds a bounded list.
 - A request's life is traced (kind `mcp.server-request`, its state and id in the details):
   the view learns from the trace that there is something to answer, and when it is gone.
   The JSON-RPC messages themselves are traced by the session's taps like any other.
@@ -53,6 +55,13 @@ SCRIPTED_MODEL = "bundle-scripted-model"  # ... when the model script answered i
 @cache
 def answer_seconds() -> float:
     value: float = get_spec().limit("mcp-server-request-time")["maximum"] / 1000
+    return value
+
+
+@cache
+def pending_limit() -> int:
+    """Requests of one session waiting at once at most (`mcp-pending-server-requests`)."""
+    value: int = get_spec().limit("mcp-pending-server-requests")["maximum"]
     return value
 
 
@@ -187,7 +196,17 @@ class ServerRequests:
     async def _ask(
         self, session_id: str, method: str, params: dict[str, Any]
     ) -> dict[str, Any] | None:
-        """Wait for the user's answer (an McpServerRequestAnswer); None once it expired."""
+        """Wait for the user's answer (an McpServerRequestAnswer); None once it expired, or at
+        once when the session already has `pending_limit()` waiting."""
+        waiting = sum(1 for p in self._pending.values() if p.session_id == session_id)
+        if waiting >= pending_limit():
+            self._publish(
+                "mcp.server-request",
+                f"{method} declined: {waiting} requests of this session already wait",
+                {"mcpSessionId": session_id},
+                {"method": method, "state": "declined", "limit": pending_limit()},
+            )
+            return None
         now = datetime.now(UTC)
         pending = Pending(
             request_id=new_id(self._pattern),

@@ -22,14 +22,28 @@ import asyncio
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from bundle_contract._generated.errors import McpOperationDuplicate, McpOperationUnknown
+from bundle_contract._spec import get_spec
 
 if TYPE_CHECKING:  # the SDK stack loads at the first operation (mcp/service.py)
     from bundle_server.mcp.wire import Exchange
 
-ENDED_KEPT = 256  # operations kept after their end, for a progress read racing it
+
+@cache
+def ended_kept() -> int:
+    """Operations kept after their end, for a progress read racing it (`mcp-ended-operations`)."""
+    value: int = get_spec().limit("mcp-ended-operations")["maximum"]
+    return value
+
+
+@cache
+def progress_message_chars() -> int:
+    """A progress message is cut past this (`mcp-progress-message`)."""
+    value: int = get_spec().limit("mcp-progress-message")["maximum"]
+    return value
 
 
 @dataclass
@@ -59,7 +73,7 @@ class InFlight:
         if total is not None:
             said["total"] = total
         if message is not None:
-            said["message"] = message[:500]
+            said["message"] = message[: progress_message_chars()]
         said["count"] = (self.progress or {}).get("count", 0) + 1
         self.progress = said
 
@@ -132,7 +146,7 @@ class Operations:
                 del self._found[where]
             self._ended.pop(where, None)
             self._ended[where] = operation
-            while len(self._ended) > ENDED_KEPT:
+            while len(self._ended) > ended_kept():
                 del self._ended[next(iter(self._ended))]
 
     def get(self, session_id: str, key: str, *, ended: bool = False) -> InFlight:

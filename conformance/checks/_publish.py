@@ -105,3 +105,22 @@ def publish_entry(ctx: Context, events: int = 1) -> str:
     if reply.status != 204:
         ctx.not_testable(f"a valid receipt was refused ({reply.describe()}): no way to publish")
     return receipt.request_id
+
+
+def publish_entries(ctx: Context, count: int, events: int = 1) -> None:
+    """Make at least `count` trace entries appear, as `publish_entry` does `count` times; the
+    receipts go back to back on one kept-alive connection (a flood past the retention is
+    thousands of them). SKIP and NOT_TESTABLE as for `publish_entry`."""
+    if ctx.target.publish_method == "command":
+        for _ in range(count):
+            publish_entry(ctx, events=events)
+        return
+    if not can_publish(ctx):
+        ctx.skip("needs a way to publish trace entries (--publish, with the receipt settings)")
+    sent = [*credential(ctx, receipt_token(ctx)), JSON_TYPE]
+    bodies = (make_receipt(ctx, events=events).bytes() for _ in range(count))
+    for reply in ctx.client.requests_kept_alive(
+        "POST", path(RECEIPTS), bodies, headers=sent, auth="none"
+    ):
+        if reply.status != 204:
+            ctx.not_testable(f"a valid receipt was refused ({reply.describe()}): no way to publish")

@@ -395,9 +395,11 @@ class SessionCard {
     clearTimeout(this.resizeTimer);
     this.resizeTimer = setTimeout(() => {
       if (this.ending || this.session.state !== "running") return;
-      postJSON(`/api/sessions/${this.session.id}/resize`, { cols, rows }).catch((caught) =>
-        this.onError(`resize of ${this.session.id}: ${caught.message}`),
-      );
+      postJSON(`/api/sessions/${this.session.id}/resize`, { cols, rows }).catch((caught) => {
+        // A 409: the session ended as the resize went (its end event is on the way); a size
+        // for a terminal that no longer runs is nothing to report.
+        if (caught.status !== 409) this.onError(`resize of ${this.session.id}: ${caught.message}`);
+      });
     }, RESIZE_DELAY_MS);
   }
 
