@@ -212,6 +212,14 @@ def post_receipt(server: WorkbenchServer, body: dict[str, Any]) -> None:
         assert response.status == 204
 
 
+def wait_for_mcp_servers(page: Page, server: WorkbenchServer) -> None:
+    """Wait until the server lists the project's MCP servers: its first build is done."""
+    deadline = time.monotonic() + 60
+    while not page.request.get(f"{server.url}/api/mcp/servers").json()["servers"]:
+        assert time.monotonic() < deadline, "the project never built its MCP servers"
+        time.sleep(0.1)
+
+
 def end_running_sessions(server: WorkbenchServer) -> None:
     """Terminate every running session of `server` through the API (the server allows four)."""
 

@@ -18,60 +18,24 @@ The server runs in a process of its own (tests/_multiplex_memory_server.py). Two
 from __future__ import annotations
 
 import json
-import selectors
 import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from _live import TOKEN, wait_for
+from _memory_probe import MIB, MemoryServer, read_everything
 
 # Run alone, after the parallel tests (make unit): the server's memory is measured.
 pytestmark = pytest.mark.solo
 
-MIB = 1 << 20
-TESTS = Path(__file__).parent
 
-
-class MemoryServer:
-    def __init__(self, entries: int, filler: int) -> None:
-        self.entries = entries
-        self.process = subprocess.Popen(
-            [sys.executable, str(TESTS / "_multiplex_memory_server.py"), str(entries), str(filler)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=TESTS,
-        )
-        assert self.process.stdout is not None
-        self.port = int(self.process.stdout.readline())
-
-    def ask(self, command: str) -> str:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(command + "\n")
-        self.process.stdin.flush()
-        return self.process.stdout.readline().strip()
-
-    def subscribers(self) -> int:
-        return int(self.ask("subscribers"))
-
-    def rss(self) -> int:
-        status = Path(f"/proc/{self.process.pid}/status").read_text()
-        line = next(line for line in status.splitlines() if line.startswith("VmRSS:"))
-        return int(line.split()[1]) * 1024
-
-    def stop(self) -> None:
-        self.process.kill()
-        self.process.communicate()
+ENTRIES = 10_000  # retained trace entries of the server
 
 
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[MemoryServer]:
-    entries, filler = request.param
-    server = MemoryServer(entries, filler)
+    filler = request.param  # bytes of each entry's filler
+    server = MemoryServer("_multiplex_memory_server.py", str(ENTRIES), str(filler))
     try:
         yield server
     finally:
@@ -96,56 +60,27 @@ def subscribe(port: int, *, receive_buffer: int | None = None) -> socket.socket:
     return sock
 
 
-def read_everything(socks: list[socket.socket], entries: int) -> None:
-    """Read every stream until it has delivered the last retained entry."""
-    last = b'"sequence":%d,' % entries
-    tails = {sock: b"" for sock in socks}
-    with selectors.DefaultSelector() as selector:
-        for sock in socks:
-            sock.setblocking(False)
-            selector.register(sock, selectors.EVENT_READ)
-        deadline = time.monotonic() + 120
-        while tails and time.monotonic() < deadline:
-            for key, _ in selector.select(1.0):
-                sock = key.fileobj
-                assert isinstance(sock, socket.socket)
-                data = sock.recv(1 << 20)
-                assert data, "a stream ended before delivering its replay"
-                tail = tails[sock][-64:] + data
-                if last in tail:
-                    del tails[sock]
-                    selector.unregister(sock)
-                else:
-                    tails[sock] = tail
-    assert not tails, f"{len(tails)} streams did not deliver their replay"
-
-
-def settle(server: MemoryServer, seconds: float = 1.0) -> int:
-    time.sleep(seconds)  # the allocator's trims and the streams' greenlets settle
-    return server.rss()
-
-
-@pytest.mark.parametrize("server", [(10_000, 400)], indirect=True)
+@pytest.mark.parametrize("server", [400], indirect=True)
 def test_two_hundred_multiplexed_replays_cost_pieces_not_copies(server: MemoryServer) -> None:
     warm = subscribe(server.port)
-    read_everything([warm], server.entries)
+    read_everything([warm], ENTRIES)
     warm.close()
     wait_for(lambda: server.subscribers() == 0)
-    idle = settle(server)
+    idle = server.settled_rss()
 
     socks = [subscribe(server.port) for _ in range(200)]
     try:
         wait_for(lambda: server.subscribers() == 200, timeout=30)
-        not_reading = settle(server)
+        not_reading = server.settled_rss()
         assert not_reading - idle <= 64 * MIB, (idle / MIB, not_reading / MIB)
-        read_everything(socks, server.entries)
+        read_everything(socks, ENTRIES)
         reading = server.rss()
         assert reading - idle <= 64 * MIB, (idle / MIB, reading / MIB)
     finally:
         for sock in socks:
             sock.close()
     wait_for(lambda: server.subscribers() == 0, timeout=5)
-    after = settle(server)
+    after = server.settled_rss()
     print(
         f"\nRSS (MiB): idle {idle / MIB:.1f}, 200 streams not reading {not_reading / MIB:.1f},"
         f" reading {reading / MIB:.1f}, closed {after / MIB:.1f}"
@@ -153,23 +88,23 @@ def test_two_hundred_multiplexed_replays_cost_pieces_not_copies(server: MemorySe
     assert after - idle <= 16 * MIB, (idle / MIB, after / MIB)
 
 
-@pytest.mark.parametrize("server", [(10_000, 3_000)], indirect=True)
+@pytest.mark.parametrize("server", [3_000], indirect=True)
 def test_a_tab_that_stopped_reading_holds_nothing_of_a_history_that_moved_on(
     server: MemoryServer,
 ) -> None:
-    idle = settle(server)
+    idle = server.settled_rss()
     stalled = subscribe(server.port, receive_buffer=4096)
     try:
         wait_for(lambda: server.subscribers() == 1)
         # Twice the history: every entry the stalled stream's replay referred to is evicted.
-        assert server.ask(f"publish {2 * server.entries}") == "ok"
+        assert server.ask(f"publish {2 * ENTRIES}") == "ok"
         wait_for(lambda: server.subscribers() == 0, timeout=10)  # cut by its hub
-        moved_on = settle(server)
-        assert server.ask(f"publish {2 * server.entries}") == "ok"
-        again = settle(server)
+        moved_on = server.settled_rss()
+        assert server.ask(f"publish {2 * ENTRIES}") == "ok"
+        again = server.settled_rss()
         assert again - moved_on <= 4 * MIB, (moved_on / MIB, again / MIB)
         server.ask("trim")
-        trimmed = settle(server)
+        trimmed = server.settled_rss()
         print(
             f"\nRSS (MiB): idle {idle / MIB:.1f}, a stalled reader's history rolled over"
             f" {moved_on / MIB:.1f}, again {again / MIB:.1f}, trimmed {trimmed / MIB:.1f}"

@@ -7,14 +7,21 @@ The Project view of the same server lists the example's skill with what each hos
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from _browser import Browser, Problems, WorkbenchServer, screenshot, signed_in, workbench_server
+from _browser import (
+    Browser,
+    Problems,
+    WorkbenchServer,
+    screenshot,
+    signed_in,
+    wait_for_mcp_servers,
+    workbench_server,
+)
 from playwright.sync_api import Locator, Page, expect
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "safe-shell"
@@ -32,10 +39,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkbenchServer
 @pytest.fixture
 def page(browser: Browser, server: WorkbenchServer) -> Iterator[tuple[Page, Problems]]:
     with signed_in(browser, server) as (page, problems):
-        deadline = time.monotonic() + 60
-        while not page.request.get(f"{server.url}/api/mcp/servers").json()["servers"]:
-            assert time.monotonic() < deadline, "the example never built"
-            time.sleep(0.1)
+        wait_for_mcp_servers(page, server)
         yield page, problems
 
 

@@ -16,7 +16,15 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from _browser import Browser, Problems, WorkbenchServer, screenshot, signed_in, workbench_server
+from _browser import (
+    Browser,
+    Problems,
+    WorkbenchServer,
+    screenshot,
+    signed_in,
+    wait_for_mcp_servers,
+    workbench_server,
+)
 from playwright.sync_api import Locator, Page, expect
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "safe-shell"
@@ -35,10 +43,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkbenchServer
 @pytest.fixture
 def page(browser: Browser, server: WorkbenchServer) -> Iterator[tuple[Page, Problems]]:
     with signed_in(browser, server) as (page, problems):
-        deadline = time.monotonic() + 60
-        while not listed(page, server)["servers"]:
-            assert time.monotonic() < deadline, "the example never built"
-            time.sleep(0.1)
+        wait_for_mcp_servers(page, server)
         yield page, problems
 
 

@@ -13,13 +13,20 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from _browser import Browser, Problems, WorkbenchServer, screenshot, signed_in, workbench_server
+from _browser import (
+    Browser,
+    Problems,
+    WorkbenchServer,
+    screenshot,
+    signed_in,
+    wait_for_mcp_servers,
+    workbench_server,
+)
 from _mcp_asking import asking_members
 from playwright.sync_api import Locator, Page, expect
 
@@ -37,10 +44,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkbenchServer
 @pytest.fixture
 def page(browser: Browser, server: WorkbenchServer) -> Iterator[tuple[Page, Problems]]:
     with signed_in(browser, server) as (tab, problems):
-        deadline = time.monotonic() + 60
-        while not tab.request.get(f"{server.url}/api/mcp/servers").json()["servers"]:
-            assert time.monotonic() < deadline, "the project never built its MCP server"
-            time.sleep(0.1)
+        wait_for_mcp_servers(tab, server)
         yield tab, problems
 
 
@@ -197,16 +201,26 @@ def pick_tool(tab: Page, server: WorkbenchServer, session: str, name: str) -> Lo
     return form
 
 
+def call_asking(
+    tab: Page, server: WorkbenchServer, session: str, tool: str, method: str, **arguments: str
+) -> Locator:
+    """Call `tool` from its form with `arguments`; the server's `method` request that the call
+    makes, once the page shows it."""
+    form = pick_tool(tab, server, session, tool)
+    for name, value in arguments.items():
+        form.locator(f'[name="{name}"]').fill(value)
+    form.get_by_role("button", name="Call").click()
+    asked = tab.locator(f'article.server-request[data-method="{method}"]')
+    expect(asked).to_be_visible(timeout=FIRST)
+    return asked
+
+
 def test_an_elicitation_is_answered_from_a_form_made_from_its_schema(
     page: tuple[Page, Problems], server: WorkbenchServer
 ) -> None:
     tab, _ = page
     session = session_of(tab, server)
-    form = pick_tool(tab, server, session, "adopt")
-    form.locator('[name="kind"]').fill("dog")
-    form.get_by_role("button", name="Call").click()
-    asked = tab.locator('article.server-request[data-method="elicitation/create"]')
-    expect(asked).to_be_visible(timeout=FIRST)
+    asked = call_asking(tab, server, session, "adopt", "elicitation/create", kind="dog")
     expect(asked).to_contain_text("Name your dog")
     answer = asked.get_by_role("form")
     expect(answer.locator(".field")).to_have_count(4)
@@ -236,11 +250,8 @@ def test_a_sampling_request_is_answered_with_the_users_text(
 ) -> None:
     tab, _ = page
     session = session_of(tab, server)
-    form = pick_tool(tab, server, session, "ask_model")
-    form.locator('[name="question"]').fill("Sky colour?")
-    form.get_by_role("button", name="Call").click()
-    asked = tab.locator('article.server-request[data-method="sampling/createMessage"]')
-    expect(asked).to_be_visible(timeout=FIRST)
+    question = {"question": "Sky colour?"}
+    asked = call_asking(tab, server, session, "ask_model", "sampling/createMessage", **question)
     expect(asked).to_contain_text("user: Sky colour?")
     expect(asked).to_contain_text("System: Answer in one word.")
     asked.get_by_label("The answer's text").fill("blue")

@@ -140,7 +140,9 @@ class RouteWorker:
         self._lock = threading.Lock()
         self._ending: str | None = None  # why the worker is being ended: "cancelled", ...
         self._busy = False
-        self._output_ends: set[str] = set()  # jobs whose printed lines were all read
+        # The last job whose printed lines were all read (one job runs at a time, and the
+        # output's end markers come in order): one id, however many jobs the worker runs.
+        self._output_ended: str | None = None
         self._output_seen = threading.Condition(self._lock)
         threading.Thread(
             target=self._read_replies, args=(replies_read,), name="route-replies", daemon=True
@@ -191,7 +193,7 @@ class RouteWorker:
         job = line.decode("utf-8", "replace").rstrip("\n")[len(OUTPUT_END) :]
         self._calls.end(job, at=offset)
         with self._lock:
-            self._output_ends.add(job)
+            self._output_ended = job
             self._output_seen.notify_all()
 
     def output(self) -> list[str]:
@@ -241,9 +243,8 @@ class RouteWorker:
                     self._busy = False
                     # Its printed lines are read by another thread: wait (briefly) for them.
                     self._output_seen.wait_for(
-                        lambda: job["id"] in self._output_ends, timeout=OUTPUT_WAIT_SECONDS
+                        lambda: self._output_ended == job["id"], timeout=OUTPUT_WAIT_SECONDS
                     )
-                    self._output_ends.discard(job["id"])
                 # The run is over: what it started ends with it (the worker stays warm).
                 self._unit.end_others(self.process.pid)
                 return message

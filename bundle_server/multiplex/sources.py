@@ -200,7 +200,9 @@ class Target:
     subscribe: Callable[[ServerState, str, Mapping[str, Any], Mapping[str, Any], Wake, int], Source]
 
 
-def _hub(kind: type[SequencedHub]) -> Target:
+def _hub(find: Callable[[ServerState], SequencedHub]) -> Target:
+    """Subscriptions of the sequenced hub that `find` reads from the server's services."""
+
     def subscribe(
         state: ServerState,
         subscription: str,
@@ -209,20 +211,9 @@ def _hub(kind: type[SequencedHub]) -> Target:
         wake: Wake,
         window: int,
     ) -> Source:
-        return HubSource(subscription, state.service(kind), query["after"], wake)
+        return HubSource(subscription, find(state), query["after"], wake)
 
     return Target(subscribe)
-
-
-def _project(
-    state: ServerState,
-    subscription: str,
-    params: Mapping[str, Any],
-    query: Mapping[str, Any],
-    wake: Wake,
-    window: int,
-) -> Source:
-    return HubSource(subscription, state.service(ProjectLoop).hub, query["after"], wake)
 
 
 def _session(
@@ -242,9 +233,9 @@ def _session(
 # The stream routes a multiplexed stream carries, by route id (routes.toml).
 SOURCES: dict[str, Target] = {
     "sessions.stream": Target(_session),
-    "trace.stream": _hub(TraceHub),
-    "logs.stream": _hub(LogHub),
-    "project.stream": Target(_project),
+    "trace.stream": _hub(lambda state: state.service(TraceHub)),
+    "logs.stream": _hub(lambda state: state.service(LogHub)),
+    "project.stream": _hub(lambda state: state.service(ProjectLoop).hub),
 }
 
 
