@@ -27,10 +27,6 @@ from playwright.sync_api import Page, expect
 
 from bundle_contract import validate
 
-# Run alone, after the parallel tests (make unit): the page's responsiveness under a flooding
-# session is timed.
-pytestmark = pytest.mark.solo
-
 SIZE = re.compile(r"size (\d+) (\d+)")
 VIEWS = {"sessions": "/sessions", "trace": "/trace", "logs": "/logs", "project": "/project"}
 
@@ -156,6 +152,8 @@ def test_every_view_loads_without_errors(
     screenshot(tab, view)
 
 
+# Run alone, after the parallel tests (make unit): the page's responsiveness is timed.
+@pytest.mark.solo
 def test_the_page_stays_responsive_while_a_session_floods(
     page: tuple[Page, Problems],
 ) -> None:
