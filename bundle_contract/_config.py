@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from bundle_contract._generated.errors import ConfigInvalid
@@ -64,7 +65,7 @@ def resolve_config(
         context = model("ConfigContext").from_json(context_data)
         produced = config(context)
         if inspect.isawaitable(produced):
-            produced = asyncio.run(_await(produced))
+            produced = _run(_await(produced))
         config = produced
     if not isinstance(config, Mapping):
         raise ConfigInvalid(
@@ -85,6 +86,19 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(member) for member in value]
     return value
+
+
+def _run(coroutine: Any) -> Any:
+    """Run `coroutine` to its end, also from a thread whose own event loop is running (a
+    notebook, a test driving a browser): then on a thread of its own, as asyncio.run may not
+    nest."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="config-factory") as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 async def _await(awaitable: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -62,6 +63,18 @@ def test_async_factory_is_awaited() -> None:
         return CONFIG
 
     assert resolve_config(factory, **CONTEXT).dev["agentApi"] is True
+
+
+def test_async_factory_is_awaited_from_a_thread_whose_loop_runs() -> None:
+    """As in a notebook, or a test driving a browser: asyncio.run may not nest."""
+
+    async def factory(context: Model) -> dict[str, Any]:
+        return CONFIG
+
+    async def inside_a_loop() -> Model:
+        return resolve_config(factory, **CONTEXT)
+
+    assert asyncio.run(inside_a_loop()).dev["agentApi"] is True
 
 
 @pytest.mark.parametrize(
