@@ -5,15 +5,16 @@ native answer read from stdout. Each round spawns, interleaved, with the same in
 flags (`-I`, as the wrapper's own line has it):
 
   bare        python -I -c pass
-  jsonschema  python -I -c "import jsonschema" (what validating with the reference library
-              would cost before any work)
+  stdlib hook the same job written by hand with the standard library alone (json in, the
+              same deny decision, json out): the strongest ordinary peer, what a hook costs
+              without a framework
   wrapper     hosts/host_a/hooks/PreToolUse of a tiny artifact: decode the native input, call
               a handler that denies, validate the result, write the answer (no dev server
               listening, so no receipt post)
   + receipt   the same wrapper while a local listener takes its receipt (a dev session)
 
 A round whose wrapper exits non-zero or answers anything but the expected deny counts as a
-failure: it is reported, never dropped silently. Goal: wrapper median <= 3x bare.
+failure: it is reported, never dropped silently. Goal: wrapper median <= 1.1x the stdlib hook.
 
     .venv/bin/python bench/bench_hook_wrapper.py [--rounds N]
 """
@@ -35,10 +36,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from _peers import load_note
+
 from bundle_contract._generated import runtime
 from bundle_contract._host_plugin import wrapper_source
 
-GOAL = 3.0
+GOAL = 1.1  # the wrapper's median over the stdlib hook's
+# A hook as one would write it by hand for Claude Code, with the standard library alone.
+STDLIB_HOOK = """
+import json, sys
+event = json.load(sys.stdin)
+if event.get("tool_name") == "Bash":
+    json.dump({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "deny", "permissionDecisionReason": "no shell commands here"}},
+        sys.stdout)
+"""
 HANDLERS = """
 def deny_bash(payload, context):
     if payload["toolName"] == "Bash":
@@ -135,6 +147,8 @@ def main() -> int:
     stdin = json.dumps(NATIVE_INPUT).encode()
     with tempfile.TemporaryDirectory() as temp, receipt_listener() as listener:
         wrapper = build_wrapper(Path(temp))
+        stdlib_hook = Path(temp) / "stdlib_hook.py"
+        stdlib_hook.write_text(STDLIB_HOOK, encoding="utf-8")
         port = listener.server_address[1]
         posting_env = {
             **BASE_ENV,
@@ -143,7 +157,7 @@ def main() -> int:
         }
         series: dict[str, tuple[list[str], dict[str, str], bool]] = {
             "bare": ([sys.executable, "-I", "-c", "pass"], BASE_ENV, False),
-            "jsonschema": ([sys.executable, "-I", "-c", "import jsonschema"], BASE_ENV, False),
+            "stdlib hook": ([sys.executable, "-I", str(stdlib_hook)], BASE_ENV, True),
             "wrapper": ([str(wrapper)], BASE_ENV, True),
             "+ receipt": ([str(wrapper)], posting_env, True),
         }
@@ -162,16 +176,16 @@ def main() -> int:
                     failures[name] += 1
         posted = listener.count - posted_before  # type: ignore[attr-defined]
     medians = {name: statistics.median(v) if v else float("nan") for name, v in samples.items()}
-    print(f"hook wrapper, {rounds} rounds, interleaved ({sys.executable})")
+    print(f"hook wrapper, {rounds} rounds, interleaved ({sys.executable}; {load_note()})")
     for name, median in medians.items():
         ratio, failed = median / medians["bare"], failures[name]
         print(f"  {name:<11} median {median:7.1f} ms  {ratio:5.2f}x bare  failures {failed}")
     print(f"  receipts received: {posted} of {rounds}")
-    ratio = medians["wrapper"] / medians["bare"]
+    ratio = medians["wrapper"] / medians["stdlib hook"]
     verdict = "met" if ratio <= GOAL else "NOT met"
-    print(f"  wrapper / bare: {ratio:.2f}x (goal <= {GOAL:.0f}x: {verdict})")
-    with_receipt = medians["+ receipt"] / medians["bare"]
-    print(f"  wrapper posting its receipt / bare: {with_receipt:.2f}x")
+    print(f"  wrapper / stdlib hook: {ratio:.2f}x (goal <= {GOAL}x: {verdict})")
+    with_receipt = medians["+ receipt"] / medians["stdlib hook"]
+    print(f"  wrapper posting its receipt / stdlib hook: {with_receipt:.2f}x")
     return 1 if any(failures.values()) else 0
 
 

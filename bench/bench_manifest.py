@@ -1,4 +1,5 @@
-"""Artifact manifest: the full parse + validate + canonical serialize vs jsonschema alone.
+"""Artifact manifest: the full parse + validate + canonical serialize vs jsonschema_rs's decode
+and validate, and vs jsonschema alone.
 
     python bench/bench_manifest.py [--rows N] [--repeat R]
 
@@ -7,10 +8,12 @@ times, in one run and on the same bytes:
 
 - pipeline: `parse_artifact_manifest` (decode, version, paths, digests, floor, schema through
   the compiled validator, sets, cross-references, model freeze) + `serialize_artifact_manifest`;
+- jsonschema_rs: `json.loads` of the bytes and jsonschema_rs's `is_valid` of the document (the
+  fastest ordinary peer: decode and schema validation, none of the parser's other work);
 - jsonschema: `reference_validator("ArtifactManifest.json").is_valid` on the decoded document,
-  i.e. schema validation alone, which does none of the parser's other work.
+  schema validation alone in pure Python.
 
-Prints the median of R repetitions for each and the ratio pipeline / jsonschema.
+Prints the median of R repetitions for each and the ratios pipeline / peer.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _peers import load_note, rust_validator
 
 from bundle_contract._manifest import parse_artifact_manifest, serialize_artifact_manifest
 from bundle_contract._manifest._example import example_manifest
@@ -65,20 +70,24 @@ def main() -> None:
     raw = big_manifest(args.rows)
     document = json.loads(raw)
     validator = reference_validator("ArtifactManifest.json")
-    # Warm both paths (validator compilation, model classes) outside the timed runs, and
+    rust = rust_validator("ArtifactManifest.json")
+    # Warm every path (validator compilation, model classes) outside the timed runs, and
     # check they agree that the document is valid before comparing their costs.
     canonical = serialize_artifact_manifest(parse_artifact_manifest(raw))
-    assert validator.is_valid(document)
+    assert validator.is_valid(document) and rust(document)
     assert serialize_artifact_manifest(parse_artifact_manifest(canonical)) == canonical
 
     pipeline = median_seconds(
         lambda: serialize_artifact_manifest(parse_artifact_manifest(raw)), args.repeat
     )
+    peer = median_seconds(lambda: rust(json.loads(raw)), args.repeat)
     reference = median_seconds(lambda: validator.is_valid(document), args.repeat)
-    print(f"manifest: {len(document['files'])} file rows, {len(raw) / 1e6:.2f} MB")
+    print(f"manifest: {len(document['files'])} file rows, {len(raw) / 1e6:.2f} MB ({load_note()})")
     print(f"parse + validate + canonical serialize  median {pipeline * 1e3:9.1f} ms")
+    print(f"jsonschema_rs decode + validate         median {peer * 1e3:9.1f} ms")
     print(f"jsonschema validation alone             median {reference * 1e3:9.1f} ms")
-    print(f"ratio pipeline / jsonschema: {pipeline / reference:.2f}")
+    print(f"ratio pipeline / jsonschema_rs: {pipeline / peer:.2f}x (goal <= 3x)")
+    print(f"ratio pipeline / jsonschema:    {pipeline / reference:.2f}x")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,4 @@
-"""Shared fixtures: the loaded spec, and a writable copy of spec/ to break on purpose; and the
-order the parallel pass hands files out in."""
+"""Shared fixtures: the loaded spec, and a writable copy of spec/ to break on purpose."""
 
 from __future__ import annotations
 
@@ -14,33 +13,6 @@ from typing import Any
 import pytest
 
 from bundle_contract._spec import Spec, get_spec, spec_root
-
-# The files that take longest (the real host CLIs, the kit's whole runs, the fuzzer, the
-# browser's biggest), longest first. The parallel pass (pytest-xdist, --dist loadfile) hands
-# whole files to its two workers in collection order: one of these left to the end would keep
-# one worker busy while the other has nothing left to do.
-LONGEST_FIRST = (
-    "test_doctor.py",
-    "test_real_hosts_bundle.py",
-    "test_conformance_profiles.py",
-    "test_evals_cli.py",
-    "test_install.py",
-    "test_conformance.py",
-    "test_schemathesis_live.py",
-    "test_workbench_mcp_browser.py",
-    "test_compile.py",
-    "test_workbench_browser.py",
-    "test_real_hosts_sessions.py",
-    "test_workbench_protocol_browser.py",
-    "test_workbench_views_browser.py",
-    "test_workbench_face_browser.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest files first; every other file, and the tests in each, keep their order."""
-    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 @pytest.fixture(scope="session")
