@@ -63,3 +63,15 @@ class HookResultError(ContractError):
 
 class DiagnosticError(ContractError):
     """A project diagnostic (AB7xxx, AB4xxx, AB6xxx) raised as an exception."""
+
+
+class GeneratedErrors:
+    """`_generated/errors.py`, imported at the first attribute read: the module defines every
+    error of the contract (about 150 classes, milliseconds of a hook's cold start), and a
+    hook that goes well raises none of them. The same classes as the module's own, so a
+    caller's `except` catches them."""
+
+    def __getattr__(self, name: str) -> Any:
+        from bundle_contract._generated import errors
+
+        return getattr(errors, name)

@@ -1,9 +1,10 @@
 """Hook results: what a handler may return, checked at hook time.
 
 Theory of operation: a coding agent runs the generated hook wrapper on every tool call, so this
-module is imported cold, often. It loads only the standard library and two generated modules:
+module is imported cold, often. It loads only the standard library and one generated module,
 `_generated/hook_results.py` (the matrix of spec/hooks.toml and, compiled from the derived
-HookResults schema, one `is_valid` per event) and `_generated/errors.py`.
+HookResults schema, one `is_valid` per event); `_generated/errors.py` only when a result is
+refused.
 
 The compiled schema decides valid or not. Only when it says "not" do we diagnose which rule the
 result breaks, so the error names it: rule 2 (reason while continuing), rule 3 (deny not
@@ -13,14 +14,17 @@ allowed, deny without reason, updatedInput while denying), rule 4 (stop), the ma
 
 from __future__ import annotations
 
-from bundle_contract._error_bases import HookResultError
-from bundle_contract._generated import errors
+from bundle_contract._error_bases import GeneratedErrors, HookResultError
 from bundle_contract._generated import hook_results as _compiled
 
 TYPE_CHECKING = False  # see bundle_contract/__init__.py: typing stays off the hook-time path
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
+
+    from bundle_contract._generated import errors
+else:
+    errors = GeneratedErrors()  # loaded when a result is refused
 
 # The generated module is untyped straight-line code; these names give it types.
 IS_VALID: Mapping[str, Callable[[object], bool]] = _compiled.IS_VALID

@@ -47,12 +47,8 @@ import sys
 import time
 from types import MappingProxyType
 
+from bundle_contract._error_bases import GeneratedErrors
 from bundle_contract._generated import hook_io, runtime
-from bundle_contract._generated.errors import (
-    NativeDecodeFailed,
-    UnknownHandlerEvent,
-    UnknownNativeEvent,
-)
 from bundle_contract._hook_results import validate_hook_result
 
 TYPE_CHECKING = False  # see bundle_contract/__init__.py: typing stays off the hook-time path
@@ -60,8 +56,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
+    from bundle_contract._generated import errors
+
     Fields = tuple[tuple[str, str, str | None], ...]  # (payload field, native key, decode step)
     Pairs = tuple[tuple[tuple[str, ...], Any], ...]  # (path, value or placeholder)
+
+else:
+    errors = GeneratedErrors()  # loaded when something goes wrong
 
 # The generated module is untyped literal data; these names give it types (mypy infers the
 # literals' types as wider than their shapes, hence the two ignores).
@@ -94,7 +95,9 @@ def _json_string(raw: str) -> Any:
     try:
         return json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
-        raise NativeDecodeFailed("a json-string value is not a JSON-encoded string") from None
+        raise errors.NativeDecodeFailed(
+            "a json-string value is not a JSON-encoded string"
+        ) from None
 
 
 def _positive_count(raw: int) -> bool:
@@ -121,10 +124,10 @@ def binding(host: str, event: str) -> tuple[str, str, Fields]:
     """(native event, family, ((payload field, native key, decode step), ...)) of one handler
     event on one host kind; raises UnknownHandlerEvent or UnknownNativeEvent."""
     if event not in FAMILIES:
-        raise UnknownHandlerEvent(f"unknown handler event {event!r}", {"event": str(event)})
+        raise errors.UnknownHandlerEvent(f"unknown handler event {event!r}", {"event": str(event)})
     found = BINDINGS.get(host, {}).get(event)
     if found is None:
-        raise UnknownNativeEvent(
+        raise errors.UnknownNativeEvent(
             f"{host} has no native event for the {event} handler event",
             {"host": str(host), "event": event},
         )
@@ -149,7 +152,9 @@ def handler_payload(
     where = {"host": host, "nativeEvent": native}
     if not isinstance(native_input, dict):
         kind = type(native_input).__name__
-        raise NativeDecodeFailed(f"{host} {native}: the input is a {kind}, not an object", where)
+        raise errors.NativeDecodeFailed(
+            f"{host} {native}: the input is a {kind}, not an object", where
+        )
     payload: dict[str, Any] = {}
     for name, key, step in fields:
         if key not in native_input:
@@ -160,7 +165,7 @@ def handler_payload(
                 left_out.append(name)
                 continue
             if not DECODE_ACCEPTS[step](value):
-                raise NativeDecodeFailed(
+                raise errors.NativeDecodeFailed(
                     f"{host} {native}: {key} ({name}): {step} cannot decode a "
                     f"{type(value).__name__}",
                     {**where, "field": name, "nativeKey": key, "decode": step},
@@ -169,7 +174,7 @@ def handler_payload(
         payload[name] = value
     for name in PRESENT.get(host, {}).get(event, ()):
         if name not in payload:  # a host that has the key must send it (hooks.toml unsent)
-            raise NativeDecodeFailed(
+            raise errors.NativeDecodeFailed(
                 f"{host} {native}: the {event} payload does not conform at the top: "
                 f"missing required property {name!r}",
                 where,
@@ -182,7 +187,7 @@ def handler_payload(
             del payload[field]
             left_out.append(field)
             continue
-        raise NativeDecodeFailed(
+        raise errors.NativeDecodeFailed(
             f"{host} {native}: the {event} payload does not conform at "
             f"{path or 'the top'}: {message}",
             where,
@@ -366,7 +371,7 @@ def run(
             deadline_guard.arm()
             served = binding(host, event)[0]
             if served != native:
-                raise UnknownNativeEvent(
+                raise errors.UnknownNativeEvent(
                     f"the wrapper was built for {native}; hosts.toml serves {event} with {served}",
                     {"host": host, "nativeEvent": native},
                 )
@@ -427,14 +432,14 @@ def _read_native_input() -> Any:
             break
         size += len(chunk)
         if size > hook_io.NATIVE_INPUT_MAX_BYTES:
-            raise NativeDecodeFailed(
+            raise errors.NativeDecodeFailed(
                 f"the native input exceeds {hook_io.NATIVE_INPUT_MAX_BYTES} bytes", {}
             )
         chunks.append(chunk)
     try:
         return json.loads(b"".join(chunks), parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
-        raise NativeDecodeFailed(f"the native input is not JSON ({exc})", {}) from None
+        raise errors.NativeDecodeFailed(f"the native input is not JSON ({exc})", {}) from None
 
 
 def _call(root: str, handler: str, payload: dict[str, Any], context: Mapping[str, Any]) -> Any:

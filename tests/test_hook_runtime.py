@@ -617,3 +617,33 @@ def test_an_optional_field_of_an_odd_shape_never_keeps_the_handler_from_running(
     # it was promised and does not have.
     with pytest.raises(NativeDecodeFailed, match="toolName"):
         handler_payload("host_a", "beforeTool", {**stdin, "tool_name": 5})
+
+
+HOOK_PATH_IMPORTS = """
+import json, sys
+from bundle_contract._hook_runtime import run
+from bundle_contract._hook_results import validate_hook_result
+validate_hook_result("beforeTool", {"outcome": "deny", "reason": "outside the repository"})
+heavy = ("bundle_contract._generated.errors", "typing", "jsonschema", "pyrsistent", "tomllib")
+loaded = [name for name in heavy if name in sys.modules]
+try:
+    validate_hook_result("beforeTool", {"outcome": "stop"})
+except Exception as error:
+    refused = type(error).__module__
+print(json.dumps({"loaded": loaded, "refused": refused}))
+"""
+
+
+def test_a_hook_that_goes_well_loads_no_error_table_typing_or_validator_library() -> None:
+    """What the wrapper imports, under -I as its own line runs it: the table of every error
+    of the contract loads only when something is refused, and then its classes are the ones
+    `bundle_contract` exports."""
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", HOOK_PATH_IMPORTS],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    found = json.loads(done.stdout)
+    assert found == {"loaded": [], "refused": "bundle_contract._generated.errors"}, found
