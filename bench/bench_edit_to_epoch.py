@@ -193,6 +193,10 @@ def run_scenario(
             seen = [bare.take(relative) for relative in changed]
             if arrived is None or None in seen:
                 failures += 1
+                # A late epoch of this edit must not pass for the next edit's: wait it out.
+                late = arrived or stream.next_epoch(current)
+                if late is not None:
+                    current = late[1]
             else:
                 at, current = arrived
                 to_epoch.append((at - saved) * 1000)

@@ -65,7 +65,7 @@ def resolve_config(
         context = model("ConfigContext").from_json(context_data)
         produced = config(context)
         if inspect.isawaitable(produced):
-            produced = _run(_await(produced))
+            produced = _run(produced)
         config = produced
     if not isinstance(config, Mapping):
         raise ConfigInvalid(
@@ -95,10 +95,17 @@ def _run(coroutine: Any) -> Any:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coroutine)
+        return asyncio.run(_await(coroutine))
+    if not inspect.iscoroutine(coroutine):
+        # A future or task belongs to the running loop, which waits here: it could never end.
+        raise ConfigInvalid(
+            "a config factory called from a running event loop must return a coroutine,"
+            f" not a {type(coroutine).__name__}",
+            {"schema": "BundleConfig.json"},
+        )
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="config-factory") as pool:
-        return pool.submit(asyncio.run, coroutine).result()
+        return pool.submit(asyncio.run, _await(coroutine)).result()
 
 
 async def _await(awaitable: Any) -> Any:

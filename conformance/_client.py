@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import http.client
 import socket
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -113,7 +113,7 @@ class Client:
         *,
         headers: Headers = (),
         auth: Auth = "header",
-    ) -> Iterator[Reply]:
+    ) -> Generator[Reply, None, None]:
         """Send one request per body, back to back on one kept-alive connection (opened again
         whenever the target closes it), yielding each reply. For the kit's floods, where a
         connection per request would be most of the cost; every other check keeps a fresh
@@ -121,15 +121,33 @@ class Client:
         connection: http.client.HTTPConnection | None = None
         try:
             for body in bodies:
-                if connection is None:
-                    connection = self._connection()
-                try:
-                    self._send(connection, method, path, headers, body, DEFAULT, auth)
-                    response = connection.getresponse()
-                    reply = Reply(response.status, tuple(response.getheaders()), response.read())
-                except (OSError, http.client.HTTPException) as exc:
-                    raise TransportError(f"{method} {path}: {type(exc).__name__}: {exc}") from None
-                if response.will_close:
+                # A kept-alive connection the target closed without saying so fails at once:
+                # that body is sent again, once, on a fresh connection.
+                for reused in (connection is not None, False):
+                    if connection is None:
+                        connection = self._connection()
+                    try:
+                        self._send(connection, method, path, headers, body, DEFAULT, auth)
+                        response = connection.getresponse()
+                        status, head = response.status, tuple(response.getheaders())
+                        reply = Reply(status, head, response.read())
+                        break
+                    except (
+                        http.client.RemoteDisconnected,
+                        ConnectionResetError,
+                        BrokenPipeError,
+                    ) as exc:
+                        connection.close()
+                        connection = None
+                        if not reused:
+                            raise TransportError(
+                                f"{method} {path}: {type(exc).__name__}: {exc}"
+                            ) from None
+                    except (OSError, http.client.HTTPException) as exc:
+                        raise TransportError(
+                            f"{method} {path}: {type(exc).__name__}: {exc}"
+                        ) from None
+                if response.will_close and connection is not None:
                     connection.close()
                     connection = None
                 yield reply

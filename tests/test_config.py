@@ -77,6 +77,17 @@ def test_async_factory_is_awaited_from_a_thread_whose_loop_runs() -> None:
     assert asyncio.run(inside_a_loop()).dev["agentApi"] is True
 
 
+def test_a_future_of_the_running_loop_is_refused_rather_than_waited_for_forever() -> None:
+    def factory(context: Model) -> asyncio.Future[dict[str, Any]]:
+        return asyncio.get_running_loop().create_future()  # only that loop could finish it
+
+    async def inside_a_loop() -> None:
+        with pytest.raises(ConfigInvalid, match="must return a coroutine"):
+            resolve_config(factory, **CONTEXT)
+
+    asyncio.run(inside_a_loop())
+
+
 @pytest.mark.parametrize(
     "produced", [None, ["dev"], {**CONFIG, "dev": {"agentApi": "yes"}}, {"dev": {}}]
 )

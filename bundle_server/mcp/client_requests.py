@@ -124,7 +124,7 @@ class ServerRequests:
                 return self._scripted(session_id, params)
             body = await self._ask(session_id, "sampling/createMessage", dumped(params))
             if body is None or body["action"] != "accept":
-                why = "expired" if body is None else body["action"]
+                why = "expired" if body is None else body.get("why", body["action"])
                 return types.ErrorData(
                     code=USER_DECLINED, message=f"the Workbench's user did not answer ({why})"
                 )
@@ -196,8 +196,8 @@ class ServerRequests:
     async def _ask(
         self, session_id: str, method: str, params: dict[str, Any]
     ) -> dict[str, Any] | None:
-        """Wait for the user's answer (an McpServerRequestAnswer); None once it expired, or at
-        once when the session already has `pending_limit()` waiting."""
+        """Wait for the user's answer (an McpServerRequestAnswer); None once it expired. When
+        the session already has `pending_limit()` waiting, a decline at once (with its `why`)."""
         waiting = sum(1 for p in self._pending.values() if p.session_id == session_id)
         if waiting >= pending_limit():
             self._publish(
@@ -206,7 +206,7 @@ class ServerRequests:
                 {"mcpSessionId": session_id},
                 {"method": method, "state": "declined", "limit": pending_limit()},
             )
-            return None
+            return {"action": "decline", "why": f"declined: {waiting} requests already wait"}
         now = datetime.now(UTC)
         pending = Pending(
             request_id=new_id(self._pattern),

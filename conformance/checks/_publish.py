@@ -10,6 +10,7 @@ cannot publish on a target inspect what it holds, or SKIP.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from dataclasses import dataclass
 from typing import Any
@@ -119,8 +120,12 @@ def publish_entries(ctx: Context, count: int, events: int = 1) -> None:
         ctx.skip("needs a way to publish trace entries (--publish, with the receipt settings)")
     sent = [*credential(ctx, receipt_token(ctx)), JSON_TYPE]
     bodies = (make_receipt(ctx, events=events).bytes() for _ in range(count))
-    for reply in ctx.client.requests_kept_alive(
+    replies = ctx.client.requests_kept_alive(
         "POST", path(RECEIPTS), bodies, headers=sent, auth="none"
-    ):
-        if reply.status != 204:
-            ctx.not_testable(f"a valid receipt was refused ({reply.describe()}): no way to publish")
+    )
+    with contextlib.closing(replies):  # its connection closes however the loop ends
+        for reply in replies:
+            if reply.status != 204:
+                ctx.not_testable(
+                    f"a valid receipt was refused ({reply.describe()}): no way to publish"
+                )

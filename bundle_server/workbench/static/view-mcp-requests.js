@@ -107,11 +107,13 @@ export function mountServerRequests(sessionOf) {
     shown.delete(requestId);
     card.remove();
     sync();
-    if (why) {
-      const note = h("p", { className: "muted server-request-gone", role: "status" }, why);
-      list.append(note);
-      setTimeout(() => note.remove(), 8000);
-    }
+    if (why) say(why);
+  }
+
+  function say(why) {
+    const note = h("p", { className: "muted server-request-gone", role: "status" }, why);
+    list.append(note);
+    setTimeout(() => note.remove(), 8000);
   }
 
   async function answer(request, body, status) {
@@ -230,6 +232,9 @@ export function mountServerRequests(sessionOf) {
       refresh(entry.correlation.mcpSessionId).catch(() => {});
     } else if (details.state === "expired") {
       gone(details.serverRequestId, `${details.method} was declined: no answer in time.`);
+    } else if (details.state === "declined") {
+      // Never listed: one past mcp-pending-server-requests is declined as it comes.
+      say(`${details.method} was declined: ${details.limit} requests of this server already wait.`);
     } else {
       gone(details.serverRequestId, null);
     }
