@@ -9,7 +9,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+from _live import wait_for
 
 from bundle_server._streams.trim import TRIM_DELAY
 
@@ -79,3 +82,32 @@ def read_everything(socks: list[socket.socket], last_sequence: int) -> None:
                 else:
                     tails[sock] = tail
     assert not tails, f"{len(tails)} streams did not deliver their replay"
+
+
+def crowd_costs(
+    server: MemoryServer, subscribe: Callable[[int], socket.socket], crowd: int, entries: int
+) -> dict[str, int]:
+    """The RSS of `server` idle (after one stream warmed the code paths a stream uses), with
+    `crowd` streams replaying all `entries` not reading, then having read everything, and
+    after they closed; each bound is asserted where it is measured: at most 64 MiB over idle
+    with the crowd, reading or not, and within 16 MiB of idle once it closed."""
+    warm = subscribe(server.port)
+    read_everything([warm], entries)
+    warm.close()
+    wait_for(lambda: server.subscribers() == 0)
+    idle = server.settled_rss()
+    socks = [subscribe(server.port) for _ in range(crowd)]
+    try:
+        wait_for(lambda: server.subscribers() == crowd, timeout=30)
+        not_reading = server.settled_rss()
+        assert not_reading - idle <= 64 * MIB, (idle / MIB, not_reading / MIB)
+        read_everything(socks, entries)
+        reading = server.rss()
+        assert reading - idle <= 64 * MIB, (idle / MIB, reading / MIB)
+    finally:
+        for sock in socks:
+            sock.close()
+    wait_for(lambda: server.subscribers() == 0, timeout=5)
+    after = server.settled_rss()
+    assert after - idle <= 16 * MIB, (idle / MIB, after / MIB)
+    return {"idle": idle, "not reading": not_reading, "reading": reading, "closed": after}

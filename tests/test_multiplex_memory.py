@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 import pytest
 from _live import TOKEN, wait_for
-from _memory_probe import MIB, MemoryServer, read_everything
+from _memory_probe import MIB, MemoryServer, crowd_costs
 
 # Run alone, after the parallel tests (make unit): the server's memory is measured.
 pytestmark = pytest.mark.solo
@@ -62,30 +62,8 @@ def subscribe(port: int, *, receive_buffer: int | None = None) -> socket.socket:
 
 @pytest.mark.parametrize("server", [400], indirect=True)
 def test_two_hundred_multiplexed_replays_cost_pieces_not_copies(server: MemoryServer) -> None:
-    warm = subscribe(server.port)
-    read_everything([warm], ENTRIES)
-    warm.close()
-    wait_for(lambda: server.subscribers() == 0)
-    idle = server.settled_rss()
-
-    socks = [subscribe(server.port) for _ in range(200)]
-    try:
-        wait_for(lambda: server.subscribers() == 200, timeout=30)
-        not_reading = server.settled_rss()
-        assert not_reading - idle <= 64 * MIB, (idle / MIB, not_reading / MIB)
-        read_everything(socks, ENTRIES)
-        reading = server.rss()
-        assert reading - idle <= 64 * MIB, (idle / MIB, reading / MIB)
-    finally:
-        for sock in socks:
-            sock.close()
-    wait_for(lambda: server.subscribers() == 0, timeout=5)
-    after = server.settled_rss()
-    print(
-        f"\nRSS (MiB): idle {idle / MIB:.1f}, 200 streams not reading {not_reading / MIB:.1f},"
-        f" reading {reading / MIB:.1f}, closed {after / MIB:.1f}"
-    )
-    assert after - idle <= 16 * MIB, (idle / MIB, after / MIB)
+    costs = crowd_costs(server, subscribe, 200, ENTRIES)
+    print("\nRSS (MiB): " + ", ".join(f"{k} {v / MIB:.1f}" for k, v in costs.items()))
 
 
 @pytest.mark.parametrize("server", [3_000], indirect=True)

@@ -13,8 +13,8 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from _live import TOKEN, wait_for
-from _memory_probe import MIB, MemoryServer, read_everything
+from _live import TOKEN
+from _memory_probe import MemoryServer, crowd_costs
 
 # Run alone, after the parallel tests (make unit): the server's memory is measured.
 pytestmark = pytest.mark.solo
@@ -42,24 +42,4 @@ def subscribe(port: int) -> socket.socket:
 
 
 def test_two_hundred_full_replays_cost_pieces_not_copies(server: MemoryServer) -> None:
-    # Warm the code paths a stream uses, so idle includes them.
-    warm = subscribe(server.port)
-    read_everything([warm], ENTRIES)
-    warm.close()
-    wait_for(lambda: server.subscribers() == 0)
-    idle = server.settled_rss()
-
-    socks = [subscribe(server.port) for _ in range(SUBSCRIBERS)]
-    try:
-        wait_for(lambda: server.subscribers() == SUBSCRIBERS, timeout=30)
-        not_reading = server.settled_rss()
-        assert not_reading - idle <= 64 * MIB, (idle / MIB, not_reading / MIB)
-        read_everything(socks, ENTRIES)
-        reading = server.rss()
-        assert reading - idle <= 64 * MIB, (idle / MIB, reading / MIB)
-    finally:
-        for sock in socks:
-            sock.close()
-    wait_for(lambda: server.subscribers() == 0, timeout=5)
-    after = server.settled_rss()
-    assert after - idle <= 16 * MIB, (idle / MIB, after / MIB)
+    crowd_costs(server, subscribe, SUBSCRIBERS, ENTRIES)

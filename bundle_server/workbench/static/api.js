@@ -168,23 +168,10 @@ class Multiplexer {
     }
   }
 
-  async read(response, generation) {
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      let start = 0;
-      let end;
-      while ((end = buffer.indexOf("\n", start)) >= 0) {
-        const line = buffer.slice(start, end);
-        start = end + 1;
-        if (line) this.dispatch(JSON.parse(line), generation);
-      }
-      buffer = buffer.slice(start);
-    }
+  read(response, generation) {
+    return readRecords(response, "\n", (line) => {
+      if (line) this.dispatch(JSON.parse(line), generation);
+    });
   }
 
   dispatch(frame, generation) {
@@ -303,8 +290,9 @@ export function followSession(id, { onEvent, onRestart, onError }) {
   };
 }
 
-/** Read server-sent events from `response` until it ends: `onEvent(name, data)` for each. */
-export async function readEvents(response, onEvent) {
+/** Read `response` as text records each ended by `separator`, `onRecord(text)` for each,
+ * until it ends (a record split between two chunks is joined first). */
+async function readRecords(response, separator, onRecord) {
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
@@ -312,20 +300,28 @@ export async function readEvents(response, onEvent) {
     const { value, done } = await reader.read();
     if (done) return;
     buffer += decoder.decode(value, { stream: true });
+    let start = 0;
     let end;
-    while ((end = buffer.indexOf("\n\n")) >= 0) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      let name = "message";
-      let data = "";
-      for (const line of block.split("\n")) {
-        if (line.startsWith("event: ")) name = line.slice(7);
-        else if (line.startsWith("data: ")) data += line.slice(6);
-      }
-      if (!data) continue; // a comment (keep-alive)
-      onEvent(name, JSON.parse(data));
+    while ((end = buffer.indexOf(separator, start)) >= 0) {
+      const record = buffer.slice(start, end);
+      start = end + separator.length;
+      onRecord(record);
     }
+    buffer = buffer.slice(start);
   }
+}
+
+/** Read server-sent events from `response` until it ends: `onEvent(name, data)` for each. */
+export function readEvents(response, onEvent) {
+  return readRecords(response, "\n\n", (block) => {
+    let name = "message";
+    let data = "";
+    for (const line of block.split("\n")) {
+      if (line.startsWith("event: ")) name = line.slice(7);
+      else if (line.startsWith("data: ")) data += line.slice(6);
+    }
+    if (data) onEvent(name, JSON.parse(data)); // no data: a comment (keep-alive)
+  });
 }
 
 /** The unified trace from its start, then live: `receive(frame)` gets the replay's gap (if
