@@ -54,6 +54,7 @@ _EXPORTS = {
     "resolve_config": "_config",
     "project_event": "_project",
     "openapi_document": "_openapi",
+    "ArtifactManifest": "_manifest",
     "assemble_artifact_manifest": "_manifest",
     "hook_wrapper_diagnostics": "_manifest",
     "inspect_artifact": "_manifest",
@@ -137,6 +138,7 @@ if TYPE_CHECKING:  # the same names, for type checkers; a test holds both lists 
         wrapper_source,
     )
     from bundle_contract._manifest import (
+        ArtifactManifest,
         assemble_artifact_manifest,
         hook_wrapper_diagnostics,
         inspect_artifact,

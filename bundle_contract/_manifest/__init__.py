@@ -1,9 +1,10 @@
 """The artifact manifest, bundle.manifest.json v6: parse, serialize, assemble, read, inspect.
 
 One module per job: `_paths` (the path rule), `_sets` (set arrays and their keys), `_parse`
-(the authoritative parser), `_serialize` (canonical bytes), `_files` (safe file facts),
-`_assemble`, `_read` (read and inspect, never raising), `_diagnostics` (AB7014, AB4751,
-AB7001, AB6018), `_launch` (stdio MCP entries and path tokens) and `_cli` (bundle-manifest).
+(the authoritative parser), `_value` (the parsed manifest, read-only), `_serialize`
+(canonical bytes), `_files` (safe file facts), `_assemble`, `_read` (read and inspect, never
+raising), `_diagnostics` (AB7014, AB4751, AB7001, AB6018), `_launch` (stdio MCP entries and
+path tokens) and `_cli` (bundle-manifest).
 """
 
 from __future__ import annotations
@@ -37,13 +38,17 @@ from bundle_contract._manifest._read import (
     read_artifact_manifest,
 )
 from bundle_contract._manifest._serialize import serialize_artifact_manifest
+from bundle_contract._manifest._value import ArtifactManifest, JSONArray, JSONObject
 
 __all__ = [
     "MANIFEST_NAME",
     "MANIFEST_VERSION",
     "PLUGIN_ROOT_ENV",
     "ArtifactInspection",
+    "ArtifactManifest",
     "FileMismatch",
+    "JSONArray",
+    "JSONObject",
     "ManifestReadResult",
     "PathTokenRoots",
     "as_diagnostic",

@@ -14,7 +14,7 @@ from bundle_contract._generated.errors import ArtifactFileUnusable, ManifestPath
 from bundle_contract._manifest._files import file_facts, outside_root
 from bundle_contract._manifest._parse import MANIFEST_VERSION, checked_manifest
 from bundle_contract._manifest._paths import path_problem
-from bundle_contract._models import Model
+from bundle_contract._manifest._value import ArtifactManifest
 
 
 def file_row(
@@ -62,8 +62,8 @@ def assemble_artifact_manifest(
     parts: Mapping[str, Any],
     *,
     known: Mapping[str, tuple[int, str]] | None = None,
-) -> Model:
-    """An ArtifactManifest model for the artifact under `root`.
+) -> ArtifactManifest:
+    """The ArtifactManifest for the artifact under `root`.
 
     `parts` holds every top-level member but `manifestVersion` (always 6); its `files` member
     lists {path, kind, mode?} entries whose bytes and sha256 are computed from the disk.

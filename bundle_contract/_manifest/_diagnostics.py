@@ -17,6 +17,7 @@ from bundle_contract._generated.errors import (
     RuntimeDependencyNotInstalled,
     RuntimeDependencyUnevidenced,
 )
+from bundle_contract._manifest._value import ArtifactManifest
 from bundle_contract._models import Model, model
 
 
@@ -42,7 +43,7 @@ def installed_by_consumers(package_json: Mapping[str, Any]) -> set[str]:
 
 
 def runtime_dependency_diagnostics(
-    package_json: Mapping[str, Any], manifest: Model
+    package_json: Mapping[str, Any], manifest: ArtifactManifest
 ) -> list[DiagnosticError]:
     """AB7014 for each package.json dependency no payload declares in runtimeDependencies;
     AB4751 for each declared runtime dependency a consumer's npm would not install."""
@@ -73,7 +74,9 @@ def runtime_dependency_diagnostics(
     return found
 
 
-def require_plugin_manifest(manifest: Model, target: str, operation: str = "install") -> str:
+def require_plugin_manifest(
+    manifest: ArtifactManifest, target: str, operation: str = "install"
+) -> str:
     """The plugin manifest path of `target`'s projection; raises AB7001 when it emits none."""
     for projection in manifest["projections"]:
         if projection["target"] == target:
@@ -90,7 +93,7 @@ def require_plugin_manifest(manifest: Model, target: str, operation: str = "inst
 
 
 def hook_wrapper_diagnostics(
-    manifest: Model, documents: Mapping[str, Iterable[str]]
+    manifest: ArtifactManifest, documents: Mapping[str, Iterable[str]]
 ) -> list[DiagnosticError]:
     """AB6018 for each wrapper path a host document names that is not exactly one
     executables.hooks row. `documents` maps a host document's path to the wrappers it names."""

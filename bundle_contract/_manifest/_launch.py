@@ -8,12 +8,13 @@ wins. Path tokens are resolved last, in the command, each argument and each env 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from bundle_contract._generated import runtime
 from bundle_contract._generated.errors import PathTokenUnknown
-from bundle_contract._models import Model
+from bundle_contract._manifest._value import ArtifactManifest
 
 PLUGIN_ROOT_ENV = runtime.PLUGIN_ROOT_VARIABLE  # runtime.toml, role plugin-root
 TOKEN_PREFIX = "bundle:path:"
@@ -56,7 +57,7 @@ def resolve_path_tokens(value: str, roots: PathTokenRoots) -> str:
 
 
 def stdio_server_entry(
-    server: Model | dict[str, Any], roots: PathTokenRoots, *, python: str = PYTHON_COMMAND
+    server: Mapping[str, Any], roots: PathTokenRoots, *, python: str = PYTHON_COMMAND
 ) -> dict[str, Any]:
     """{command, args, env} a host uses to start one stdio MCP server row.
 
@@ -80,7 +81,9 @@ def stdio_server_entry(
     }
 
 
-def stdio_server_entries(manifest: Model, roots: PathTokenRoots) -> dict[str, dict[str, Any]]:
+def stdio_server_entries(
+    manifest: ArtifactManifest, roots: PathTokenRoots
+) -> dict[str, dict[str, Any]]:
     """Launch entries of every stdio MCP server of `manifest`, by server name."""
     return {
         server["name"]: stdio_server_entry(server, roots)

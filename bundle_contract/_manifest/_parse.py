@@ -30,9 +30,16 @@ from bundle_contract._generated.errors import (
     ManifestRuntimeFloorInvalid,
     ManifestVersionUnsupported,
 )
-from bundle_contract._manifest._paths import locate, manifest_paths, path_problem
+from bundle_contract._manifest._paths import (
+    PATH_LOCATIONS,
+    all_safe,
+    is_safe_path,
+    locate,
+    manifest_paths,
+    path_problem,
+)
 from bundle_contract._manifest._sets import canonical_order, duplicates
-from bundle_contract._models import Model, model
+from bundle_contract._manifest._value import ArtifactManifest
 from bundle_contract._spec import get_spec
 from bundle_contract._validation import problems
 
@@ -40,6 +47,9 @@ MANIFEST_VERSION = 6
 SCHEMA = "ArtifactManifest.json"
 _IN_PLUGIN_ROOT = "bundle:path:plugin-root/"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_STRINGS = frozenset((str,))
+_DIGEST_LENGTHS = frozenset((64,))
+_HEX_DIGITS = str.maketrans("", "", "0123456789abcdef")  # translate() deletes them
 _FLOOR = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(?:\.(0|[1-9][0-9]*))?")
 
 
@@ -81,11 +91,13 @@ def decode_manifest(data: bytes | str) -> Any:
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     # A repeated key would make the parsed value depend on the JSON library: refuse it.
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate object key {key!r}")
-        result[key] = value
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate object key {key!r}")
+            seen.add(key)
     return result
 
 
@@ -108,23 +120,52 @@ def check_version(data: Any) -> None:
 
 def check_values(data: Any) -> None:
     """Step 3: paths, digests and the runtime floor, wherever the data holds strings."""
-    for pointer, value in manifest_paths(data):
-        if isinstance(value, str) and (why := path_problem(value)) is not None:
-            raise ManifestPathUnsafe(
-                f"{pointer}: path {value!r} {why}; manifest paths are relative POSIX paths"
-                " inside the artifact root",
-                {"path": pointer, "value": value},
-            )
-    for pointer, value in locate(data, ("files", "*", "sha256")):
-        if isinstance(value, str) and not _SHA256.fullmatch(value):
-            raise ManifestDigestInvalid(
-                f"{pointer}: sha256 {value!r} is not 64 lowercase hexadecimal digits",
-                {"path": pointer, "value": value},
-            )
+    if not _files_look_right(data):
+        for pointer, value in manifest_paths(data):
+            if isinstance(value, str) and (why := path_problem(value)) is not None:
+                raise ManifestPathUnsafe(
+                    f"{pointer}: path {value!r} {why}; manifest paths are relative POSIX paths"
+                    " inside the artifact root",
+                    {"path": pointer, "value": value},
+                )
+        for pointer, value in locate(data, ("files", "*", "sha256")):
+            if isinstance(value, str) and not _SHA256.fullmatch(value):
+                raise ManifestDigestInvalid(
+                    f"{pointer}: sha256 {value!r} is not 64 lowercase hexadecimal digits",
+                    {"path": pointer, "value": value},
+                )
     for runtime in ("node", "python"):
         for _, value in locate(data, ("runtime", runtime)):
             if isinstance(value, str):
                 parse_runtime_floor(value, runtime)
+
+
+def _files_look_right(data: Any) -> bool:
+    """Whether every path and digest is fine, found without building a JSON path per row.
+
+    The common case (thousands of file rows, all fine) is a few passes in C over the joined
+    paths and digests; only a manifest with a problem (or a shape the schema will refuse)
+    takes the walk that names where it is."""
+    for location in PATH_LOCATIONS:
+        if location[0] != "files":
+            for _, value in locate(data, location):
+                if isinstance(value, str) and not is_safe_path(value):
+                    return False
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, list):
+        return True
+    try:
+        paths = [row["path"] for row in files]
+        digests = [row["sha256"] for row in files]
+    except (TypeError, KeyError):
+        return False
+    if not _STRINGS.issuperset(map(type, paths)) or not _STRINGS.issuperset(map(type, digests)):
+        return False
+    return (
+        all_safe(paths)
+        and _DIGEST_LENGTHS.issuperset(map(len, digests))
+        and not "".join(digests).translate(_HEX_DIGITS)
+    )
 
 
 def check_schema(data: Any) -> None:
@@ -206,23 +247,18 @@ def check_references(data: dict[str, Any]) -> None:
         )
 
 
-def manifest_model() -> type[Model]:
-    """The generated model class of ArtifactManifest.json."""
-    return model("ArtifactManifest")
-
-
-def checked_manifest(data: Any) -> Model:
-    """Steps 2-6 on decoded JSON data (which is sorted in place); the frozen model."""
+def checked_manifest(data: Any) -> ArtifactManifest:
+    """Steps 2-6 on decoded JSON data, which the result then owns (sorted in place)."""
     check_version(data)
     check_values(data)
     check_schema(data)
     check_sets(data)
     check_references(data)
-    return manifest_model().from_json(data)
+    return ArtifactManifest(data)
 
 
-def parse_artifact_manifest(data: bytes | str) -> Model:
-    """Parse bundle.manifest.json bytes into an ArtifactManifest model.
+def parse_artifact_manifest(data: bytes | str) -> ArtifactManifest:
+    """Parse bundle.manifest.json bytes into a read-only ArtifactManifest.
 
     Raises ManifestInvalid, ManifestVersionUnsupported, ManifestPathUnsafe,
     ManifestDigestInvalid, ManifestRuntimeFloorInvalid, ManifestDuplicateEntry or

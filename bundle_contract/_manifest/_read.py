@@ -14,7 +14,7 @@ from typing import Any, Literal
 from bundle_contract._error_bases import ContractError
 from bundle_contract._manifest._files import MANIFEST_NAME, file_facts, outside_root
 from bundle_contract._manifest._parse import max_manifest_bytes, parse_artifact_manifest
-from bundle_contract._models import Model
+from bundle_contract._manifest._value import ArtifactManifest
 
 ReadStatus = Literal["ok", "missing", "invalid"]
 
@@ -25,7 +25,7 @@ class ManifestReadResult:
 
     status: ReadStatus
     path: Path
-    manifest: Model | None = None
+    manifest: ArtifactManifest | None = None
     problems: tuple[str, ...] = ()
     code: str | None = None  # the refusing error's code when invalid, e.g. "BX4605"
 
