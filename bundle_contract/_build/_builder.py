@@ -291,7 +291,7 @@ def _write_artifact(
         "routes": [_route_row(route, spec_layout) for route in config.get("routes", [])],
         "runtime": {"python": f"{sys.version_info.major}.{sys.version_info.minor}"},
     }
-    known = {item.relative: (item.bytes, item.sha256) for item, _ in files}
+    known = {item.relative: (item.bytes, item.sha256, item.executable) for item, _ in files}
     manifest = assemble_artifact_manifest(staging, parts, known=known)
     documents = {doc: wrappers for p in projections for doc, wrappers in p.documents.items()}
     wrapper_problems = hook_wrapper_diagnostics(manifest, documents)

@@ -71,6 +71,7 @@ class Copied:
     relative: str  # inside the artifact root
     bytes: int
     sha256: str
+    executable: bool = False  # staged with mode 0755
 
 
 @dataclass
@@ -103,16 +104,17 @@ def snapshot(
     previous_digests = previous_digests or {}
     result = Snapshot()
     now_ns = time.time_ns()
-    made: set[Path] = set()
+    made: set[str] = set()
     earlier = _tree.Beneath(previous) if previous is not None else None
     root_fd = _tree.open_root(root)
+    base = os.fspath(staging)
     try:
         for entry in _tree.walk(root_fd, root, layout, result.refused, excluded=_ids(excluded)):
+            # Strings, not pathlib: at thousands of files, building Path objects cost more
+            # than the system calls they name.
             target_relative = f"{layout.sources}/{entry.relative}"
-            target = staging / target_relative
-            if target.parent not in made:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                made.add(target.parent)
+            target = f"{base}/{target_relative}"
+            _parent_made(target, made)
             known = SourceFile(
                 entry.relative, entry.info.st_size, entry.info.st_mtime_ns, entry.info.st_ino
             )
@@ -121,10 +123,13 @@ def snapshot(
                 digest is not None
                 and earlier is not None
                 and previous_digests.get(target_relative) == digest
-                and _share(earlier, target_relative, target, cache.staged(entry.relative))
             ):
-                result.files[entry.relative] = Copied(target_relative, known.size, digest)
-                continue
+                shared = _share(earlier, target_relative, target, cache.staged(entry.relative))
+                if shared is not None:
+                    result.files[entry.relative] = Copied(
+                        target_relative, known.size, digest, executable=shared
+                    )
+                    continue
             try:
                 copied = _copy_entry(entry, target, target_relative, cache, now_ns)
             except _tree.BecameLink:
@@ -150,8 +155,15 @@ def _ids(directories: Sequence[Path]) -> frozenset[tuple[int, int]]:
     return frozenset(found)
 
 
+def _parent_made(target: str, made: set[str]) -> None:
+    parent = target.rpartition("/")[0]
+    if parent not in made:
+        os.makedirs(parent, exist_ok=True)
+        made.add(parent)
+
+
 def _copy_entry(
-    entry: _tree.Entry, target: Path, target_relative: str, cache: DigestCache, now_ns: int
+    entry: _tree.Entry, target: str, target_relative: str, cache: DigestCache, now_ns: int
 ) -> Copied:
     """Copy one file from the descriptor that was checked, hashing what is written."""
     try:
@@ -161,7 +173,7 @@ def _copy_entry(
     digest = hashlib.sha256()
     size = 0
     try:
-        with os.fdopen(fd, "rb") as reader, target.open("xb") as writer:
+        with os.fdopen(fd, "rb") as reader, open(target, "xb") as writer:
             while chunk := reader.read(_CHUNK):
                 digest.update(chunk)
                 writer.write(chunk)
@@ -170,7 +182,8 @@ def _copy_entry(
             staged = os.fstat(writer.fileno())  # the copy as written: what a rebuild may share
     except OSError as exc:
         raise _unreadable(entry.relative, exc) from exc
-    if info.st_mode & 0o111:
+    executable = bool(info.st_mode & 0o111)
+    if executable:
         os.chmod(target, 0o755)
     sha256 = digest.hexdigest()
     # Keyed by the stat of the descriptor read, not of the listing: the bytes hashed are its.
@@ -180,12 +193,15 @@ def _copy_entry(
         now_ns=now_ns,
         staged=staged,
     )
-    return Copied(target_relative, size, sha256)
+    return Copied(target_relative, size, sha256, executable)
 
 
-def _share(earlier: _tree.Beneath, relative: str, target: Path, staged: Identity | None) -> bool:
+def _share(
+    earlier: _tree.Beneath, relative: str, target: str, staged: Identity | None
+) -> bool | None:
     """Make `target` a hard link to the previous epoch's file at `relative` when that file is
-    still the copy an earlier build staged (`staged`, from the digest cache).
+    still the copy an earlier build staged (`staged`, from the digest cache); whether it is
+    executable, or None when it was not shared.
 
     The previous artifact is ours, but it sits where others can write too (a project's
     .bundle/artifact may even come with a clone): it is reached without following any link,
@@ -197,15 +213,15 @@ def _share(earlier: _tree.Beneath, relative: str, target: Path, staged: Identity
     the cache that vouches: that is not a boundary this can hold.
     """
     if staged is None:
-        return False  # no copy of ours recorded: nothing in the previous epoch is vouched for
+        return None  # no copy of ours recorded: nothing in the previous epoch is vouched for
     directory, _, name = relative.rpartition("/")
     directory_fd = earlier.directory(directory)
     if directory_fd is None:
-        return False
+        return None
     try:
         os.link(name, target, src_dir_fd=directory_fd, follow_symlinks=False)
     except OSError:
-        return False  # another filesystem, or the old epoch was pruned: copy instead
+        return None  # another filesystem, or the old epoch was pruned: copy instead
     with contextlib.suppress(OSError):
         info = os.lstat(target)
         if (
@@ -213,10 +229,10 @@ def _share(earlier: _tree.Beneath, relative: str, target: Path, staged: Identity
             and info.st_uid == os.geteuid()
             and _identity(info) == staged
         ):
-            return True
+            return bool(info.st_mode & 0o111)
     with contextlib.suppress(OSError):
         os.unlink(target)  # not the file we staged: the project's own file is copied instead
-    return False
+    return None
 
 
 def _unreadable(relative: str, exc: OSError) -> SourceUnreadable:
@@ -343,7 +359,7 @@ def write_generated(staging: Path, relative: str, content: bytes, *, executable:
     target.write_bytes(content)
     if executable:
         os.chmod(target, 0o755)
-    return Copied(relative, len(content), hashlib.sha256(content).hexdigest())
+    return Copied(relative, len(content), hashlib.sha256(content).hexdigest(), executable)
 
 
 def link_staged(staging: Path, files: Sequence[Copied], prefix: str) -> list[Copied]:
@@ -356,17 +372,16 @@ def alias_staged(staging: Path, aliases: Sequence[tuple[Copied, str]]) -> list[C
     bytes, the same digest, no copy), else a copy on a filesystem without links. Only files of
     the staging tree are named: nothing is read from the project again."""
     linked: list[Copied] = []
-    made: set[Path] = set()
+    made: set[str] = set()
+    base = os.fspath(staging)
     for item, relative in aliases:
-        target = staging / relative
-        if target.parent not in made:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            made.add(target.parent)
-        existing = staging / item.relative
+        target = f"{base}/{relative}"
+        _parent_made(target, made)
+        existing = f"{base}/{item.relative}"
         try:
             os.link(existing, target, follow_symlinks=False)
         except OSError:
             shutil.copyfile(existing, target, follow_symlinks=False)
             shutil.copymode(existing, target, follow_symlinks=False)
-        linked.append(Copied(relative, item.bytes, item.sha256))
+        linked.append(Copied(relative, item.bytes, item.sha256, item.executable))
     return linked

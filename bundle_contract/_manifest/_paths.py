@@ -66,7 +66,10 @@ def all_safe(paths: list[str]) -> bool:
     directory is checked once, each distinct file name against the bad names. False may be
     wrong for an odd but safe path (a deep file name with a colon): the caller then checks
     path by path, so only a safe path can ever be let through here."""
-    joined = "\n" + "\n".join(paths)
+    try:
+        joined = "\n" + "\n".join(paths)
+    except TypeError:  # not all strings: the careful walk says which and why
+        return False
     if "\\" in joined or "\0" in joined or "\n/" in joined:
         return False
     parts = list(map(str.rpartition, paths, repeat("/")))
