@@ -114,8 +114,39 @@ EVENT: dict[str, Any] = {
     "else": {"not": {"required": ["reason"]}},
 }
 
+# A tagged union: each branch an object requiring `kind` with a const of its own, one of them
+# behind an annotated reference. The generator dispatches on the tag (see TAGGED_CASES).
+TAGGED: dict[str, Any] = {
+    "$defs": {
+        "a": {
+            "type": "object",
+            "properties": {"kind": {"const": "a"}, "n": {"type": "integer"}},
+            "required": ["kind", "n"],
+            "additionalProperties": False,
+        },
+        "b": {
+            "type": "object",
+            "properties": {"kind": {"const": "b"}, "s": {"type": "string"}},
+            "required": ["kind"],
+        },
+    },
+    "oneOf": [
+        {"$ref": "#/$defs/a"},
+        {"$ref": "#/$defs/b", "description": "an annotated reference"},
+        {
+            "type": "object",
+            "properties": {"kind": {"const": "c"}},
+            "required": ["kind"],
+            "maxProperties": 2,
+        },
+    ],
+}
+TAGGED_CASES = ("tagged-oneOf", "tagged-anyOf")
+
 # name -> (root schema, extra resources); anonymous roots have no $id on purpose.
 CASES: dict[str, tuple[Json, list[Json]]] = {
+    "tagged-oneOf": (TAGGED, []),
+    "tagged-anyOf": ({"$defs": TAGGED["$defs"], "anyOf": TAGGED["oneOf"]}, []),
     "refs": (ROOT_DOC, [DEFS]),
     "event": (EVENT, [DEFS]),
     "types": ({"type": ["integer", "null", "boolean"]}, []),
@@ -402,6 +433,28 @@ def test_hand_written_schemas_agree_with_jsonschema(name: str, data: st.DataObje
     compiled, reference, guide = PREPARED[name]
     x = data.draw(guide.strategy(), label="instance")
     assert_agrees(compiled, reference, x)
+
+
+@pytest.mark.parametrize("name", TAGGED_CASES)
+def test_a_tagged_union_is_dispatched_on_its_tag(name: str) -> None:
+    schema, resources = CASES[name]
+    source = generate_module({"root": schema}, retrieve_from(resources))
+    assert "_D0 = {'a': " in source  # the branch the tag names is the only one called
+    compiled, reference, _ = PREPARED[name]
+    for x in (
+        {"kind": "a", "n": 1},
+        {"kind": "a", "n": 1, "s": "x"},
+        {"kind": "b"},
+        {"kind": "c", "n": 1},
+        {"kind": "c", "n": 1, "s": 2},
+        {"kind": "d"},
+        {"kind": ["a"]},
+        {"kind": 1},
+        {},
+        ["kind", "a"],
+        "a",
+    ):
+        assert_agrees(compiled, reference, x)
 
 
 def _prepare() -> dict[str, tuple[CompiledValidator, Any, Guide]]:

@@ -70,7 +70,7 @@ COMPILER_RECORD_VERSION = 1
 
 
 @cache  # importlib.metadata reads the distribution's files: a fifth of a small build
-def _compiler_version() -> str:
+def compiler_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -273,7 +273,7 @@ def _write_artifact(
         "compiler": {
             "name": COMPILER,
             "recordVersion": COMPILER_RECORD_VERSION,
-            "version": _compiler_version(),
+            "version": compiler_version(),
         },
         "distribution": {"channels": ["local"], "payloads": payloads},
         "executables": {

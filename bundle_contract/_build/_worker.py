@@ -3,7 +3,7 @@
     python -m bundle_contract._build._worker PROJECT_ROOT EPOCHS_DIR CACHE_FILE
 
 The development server never runs project code itself. It starts this worker once; the worker
-imports the build (jsonschema, the compiled validators, the spec: ~0.3 s) and then waits for
+imports the build and fills the caches every build reads (`_warm`) and then waits for
 requests, one JSON line each on stdin: `{"id": N, "previous": PATH-or-null}`. For each it
 forks: the child starts from the warm state, loads the project's code fresh (nothing of an
 earlier build's modules survives into the next), builds into EPOCHS_DIR and exits. A build
@@ -38,6 +38,7 @@ from typing import Any
 
 from bundle_contract._build._builder import STAGING_PREFIX, BuildResult, build_project
 from bundle_contract._build._sources import DigestCache
+from bundle_contract._build._warm import warm_build
 from bundle_contract._generated.errors import BuildFailed
 from bundle_contract._owner import UnitNotEnded, process_owner
 from bundle_contract._project import utc_timestamp
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     project, epochs, cache_file = (Path(a) for a in args)
     limit_seconds = get_spec().limit("build-time")["maximum"] / 1000
     _sweep(epochs)
+    warm_build()  # before "ready": the first build's child would compile the same anyway
     replies = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)  # the worker's own prints, and anything else, go to stderr
     _reply(replies, {"event": "ready", "pid": os.getpid()})

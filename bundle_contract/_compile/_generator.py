@@ -19,6 +19,7 @@ from bundle_contract._compile._keywords import (
     _LOOPING,
     _check_keywords,
     _count,
+    _is_annotation,
     _is_leaf,
     _required,
     _schema_list,
@@ -47,6 +48,8 @@ class _Generator(_CheckBuilder):
         self._by_content: dict[tuple[str, str, str, _Mode], str] = {}
         self._queue: deque[tuple[str, _Mode, _Loc, Any]] = deque()
         self._sources: list[str] = []
+        # Tables naming generated functions: defined after them (source -> name).
+        self._dispatch: dict[str, str] = {}
 
     # ---- module assembly
 
@@ -77,6 +80,7 @@ class _Generator(_CheckBuilder):
             *self._helper_sources(),
             "".join(f"{name} = {src}\n" for src, name in self._consts.items()),
             *self._sources,
+            "".join(f"{name} = {src}\n" for src, name in self._dispatch.items()),
             "".join(line + "\n" for line in aliases),
             "VALIDATORS = {\n" + table + "}\n",
         ]
@@ -402,6 +406,13 @@ class _Generator(_CheckBuilder):
             if kw not in schema:
                 continue
             subs = _schema_list(schema, kw, at.loc)
+            dispatch = self._discriminated(subs, kw, at)
+            if dispatch is not None:
+                message = (
+                    "any subschema of anyOf" if kw == "anyOf" else "exactly one subschema of oneOf"
+                )
+                checks.append((_negate(dispatch), _q(f"not valid against {message}")))
+                continue
             exprs = [
                 self._expr(s, at.sub(at.loc.into(s, kw, i), at.var, at.path))
                 for i, s in enumerate(subs)
@@ -419,6 +430,56 @@ class _Generator(_CheckBuilder):
             expr = self._expr(sub, at.sub(at.loc.into(sub, "not"), at.var, at.path))
             checks.append((expr, _q("must not be valid against the 'not' subschema")))
         return checks
+
+    def _discriminated(self, subs: list[Any], kw: str, at: _At) -> str | None:
+        """An expression validating ``at.var`` against the one branch its tag selects, when
+        every branch (its ``$ref`` followed) is an object schema requiring one property with
+        a distinct string ``const``: every other branch then fails on that property, so
+        anyOf and oneOf both hold exactly when the selected branch does. None otherwise.
+
+        A tagged union (EventTraceEvent has ten kinds) otherwise calls every branch."""
+        if len(subs) < 3:
+            return None  # two branches: the plain sum costs about as much
+        tags: list[dict[str, str]] = []
+        for index, sub in enumerate(subs):
+            loc, target = at.loc.into(sub, kw, index), sub
+            for _ in range(8):  # a branch that is only a reference: look at what it names
+                if not (isinstance(target, Mapping) and "$ref" in target):
+                    break
+                if any(k != "$ref" and not _is_annotation(k) for k in target):
+                    return None
+                loc, target = self._resources.resolve(target["$ref"], loc)
+            if not isinstance(target, Mapping) or target.get("type") != "object":
+                return None
+            required = set(target.get("required", ()))
+            properties = target.get("properties", {})
+            tags.append(
+                {
+                    key: value["const"]
+                    for key, value in properties.items()
+                    if key in required
+                    and isinstance(value, Mapping)
+                    and isinstance(value.get("const"), str)
+                }
+            )
+        for key in sorted(set.intersection(*(set(t) for t in tags))):
+            values = [t[key] for t in tags]
+            if len(set(values)) != len(values):
+                continue
+            names = [
+                self._function(at.loc.into(sub, kw, i), sub, "valid") for i, sub in enumerate(subs)
+            ]
+            table = "{" + ", ".join(f"{v!r}: {n}" for v, n in zip(values, names, strict=True)) + "}"
+            name = self._dispatch.setdefault(table, f"_D{len(self._dispatch)}")
+            never = self._helper("_never")
+            v, k = at.var, repr(key)
+            # isinstance: what the branches' own type check accepts; type() is str: a tag of
+            # another type matches no const (and a list would not even hash).
+            return (
+                f"(isinstance({v}, dict) and type({v}.get({k})) is str"
+                f" and {name}.get({v}[{k}], {never})({v}))"
+            )
+        return None
 
     def _expr(self, schema: Any, at: _At) -> str:
         """A boolean expression telling whether ``schema`` accepts ``at.var``."""

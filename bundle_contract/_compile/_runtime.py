@@ -29,6 +29,14 @@ def _is_num(x):
     return isinstance(x, (int, float)) and x is not True and x is not False
 """,
     ),
+    "_never": (
+        (),
+        """
+def _never(x):
+    # The branch of a tagged union for a tag that names none: no branch accepts it.
+    return False
+""",
+    ),
     "_SCALARS": (
         (),
         """
