@@ -21,7 +21,20 @@ def id_shape(pattern: str) -> tuple[str, int]:
     return shape["prefix"], int(shape["length"])
 
 
+# The largest multiple of the alphabet's size that a byte can be: bytes below it map onto the
+# alphabet without bias (the rest are drawn again).
+_UNBIASED = 256 // len(ID_ALPHABET) * len(ID_ALPHABET)
+
+
 def new_id(pattern: str) -> str:
     """A fresh id matching `pattern`: its prefix and characters of [0-9a-z] from `secrets`."""
     prefix, length = id_shape(pattern)
-    return prefix + "".join(secrets.choice(ID_ALPHABET) for _ in range(length))
+    # One read of the system's random source, not one per character (secrets.choice).
+    chars: list[str] = []
+    while len(chars) < length:
+        chars += [
+            ID_ALPHABET[b % len(ID_ALPHABET)]
+            for b in secrets.token_bytes(2 * length)
+            if b < _UNBIASED
+        ]
+    return prefix + "".join(chars[:length])

@@ -171,14 +171,44 @@ def join(directory: Path) -> None:
 
 def pids(directory: Path) -> list[int]:
     """The processes in the unit and its child units."""
-    found: list[int] = []
-    for folder, _, _ in os.walk(directory):
-        with (
-            contextlib.suppress(OSError, ValueError),
-            open(os.path.join(folder, "cgroup.procs"), encoding="ascii") as handle,
-        ):
-            found.extend(int(line) for line in handle if line.strip())
+    found = _procs(str(directory))
+    # Listing a cgroup directory returns its dozens of control files too: walk it only when
+    # it has child units (the common unit has none, and this runs after every route run).
+    if _descendants(directory) != 0:
+        for folder, children, _ in os.walk(directory):
+            for child in children:
+                found.extend(_procs(os.path.join(folder, child)))
     return found
+
+
+def _procs(folder: str) -> list[int]:
+    # Raw reads, no text layer: this runs after every route run.
+    try:
+        fd = os.open(os.path.join(folder, "cgroup.procs"), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return []
+    try:
+        data = b""
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    return [int(pid) for pid in data.split() if pid.isdigit()]
+
+
+def _descendants(directory: Path) -> int | None:
+    """`nr_descendants` of cgroup.stat (live child cgroups), None when it cannot be read."""
+    try:
+        text = (directory / "cgroup.stat").read_text(encoding="ascii")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == "nr_descendants" and value.strip().isdigit():
+            return int(value)
+    return None
 
 
 def _write(path: Path, value: str) -> bool:

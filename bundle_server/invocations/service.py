@@ -134,14 +134,31 @@ def runtime_mode(config: Mapping[str, Any] | None) -> str:
     return "standalone" if runtime.get("mode") == "standalone" else "shared"
 
 
+# The routes of the epochs read lately, by epoch directory. An epoch is named by its manifest's
+# digest and never changes once published, so its routes are read once, not per invocation
+# (reading and parsing the manifest was a third of an invocation's time in the server).
+_ROUTES: dict[str, list[dict[str, Any]]] = {}
+_ROUTES_KEPT = 8
+_routes_lock = threading.Lock()
+
+
 def manifest_routes(root: Path) -> list[dict[str, Any]]:
     """The routes of the epoch at `root` that name a handler (its manifest's `routes`)."""
-    try:
-        manifest = json.loads((root / "bundle.manifest.json").read_bytes())
-    except (OSError, ValueError):
-        return []
-    rows = manifest.get("routes", []) if isinstance(manifest, dict) else []
-    return [dict(row) for row in rows if isinstance(row, dict) and "handler" in row]
+    key = str(root)
+    with _routes_lock:
+        rows = _ROUTES.get(key)
+    if rows is None:
+        try:
+            manifest = json.loads((root / "bundle.manifest.json").read_bytes())
+        except (OSError, ValueError):
+            return []  # not kept: the next call reads again
+        listed = manifest.get("routes", []) if isinstance(manifest, dict) else []
+        rows = [row for row in listed if isinstance(row, dict) and "handler" in row]
+        with _routes_lock:
+            while len(_ROUTES) >= _ROUTES_KEPT:
+                del _ROUTES[next(iter(_ROUTES))]  # the oldest read
+            _ROUTES[key] = rows
+    return [dict(row) for row in rows]  # copies: callers may change theirs
 
 
 class Invocation:
