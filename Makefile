@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench generate vendor browser sandbox clis screenshots clean
+.PHONY: run test lint typecheck prepared unit bench generate vendor browser sandbox clis screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,8 @@ browser: $(BROWSER_TOOLS)
 
 # Debian's bubblewrap: evaluation trials run their setup and grader commands in it
 # (bundle_server/evals/sandbox.py).
-sandbox:
+# After `browser`: two apt-get runs at once would fight over apt's lock under `make -j`.
+sandbox: | browser
 	@command -v bwrap >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
 	  bubblewrap >/dev/null; }
@@ -55,7 +56,13 @@ PORT ?= 0
 run: $(STAMP) $(VENDOR)
 	$(BIN)/bundle-server $(PROJECT) --port $(PORT)
 
-test: lint typecheck unit
+# Lint and type checks run beside the installs the tests need (each target's output kept
+# together), then the tests.
+test:
+	$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck prepared
+	$(MAKE) --no-print-directory unit
+
+prepared: $(STAMP) $(VENDOR) browser sandbox $(CLIS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check bundle_contract bundle_server conformance tests bench examples hatch_build.py
@@ -66,9 +73,15 @@ typecheck: $(STAMP)
 
 # Two processes, each test file whole in one of them (module fixtures are shared by its tests);
 # then, alone, the tests that measure the machine's time or memory (marked solo).
-unit: $(STAMP) $(VENDOR) browser sandbox $(CLIS)
+# The tests in two processes (whole files each), then those that measure the machine alone:
+# only the files that hold them are collected for that second pass. Python may cache bytecode
+# here even where the environment says not to: hundreds of servers, workers and hooks start
+# during the tests, and each would compile the same modules again.
+SOLO_FILES = $(shell grep -l 'mark.solo' tests/test_*.py)
+unit: export PYTHONDONTWRITEBYTECODE =
+unit: prepared
 	$(BIN)/pytest -q -n 2 --dist loadfile -m "not solo"
-	$(BIN)/pytest -q -m solo
+	$(BIN)/pytest -q -m solo $(SOLO_FILES)
 
 bench: $(STAMP)
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
