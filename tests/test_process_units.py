@@ -50,6 +50,18 @@ def spawns(event, context):
 def spawns_and_hangs(event, context):
     _escape(context.input["pid"])
     time.sleep(60)
+
+def spawns_later(event, context):
+    # From a thread of the worker, once the run has ended: the escapee is the worker's, not
+    # the run's, and lives on with the warm worker.
+    import threading
+    ran = context.input["ran"]
+    def later():
+        while not os.path.exists(ran):
+            time.sleep(0.01)
+        _escape(context.input["pid"])
+    threading.Thread(target=later, daemon=True).start()
+    return "started later"
 """
 
 # An MCP server that leaves an escapee behind as it starts.
@@ -75,7 +87,7 @@ def config_source(pids: Path, *, ending: str = "") -> str:
     """A bundle.config.py that starts an escapee (its pid in pids/config) while it loads."""
     routes = [
         {"id": name, "handler": f"escaping_routes:{name}", "families": ["stop"]}
-        for name in ("spawns", "spawns_and_hangs")
+        for name in ("spawns", "spawns_and_hangs", "spawns_later")
     ]
     data = {
         "application": {"id": "escaping", "name": "Escaping", "version": "1.0.0"},
@@ -269,6 +281,33 @@ def test_what_an_mcp_server_starts_ends_with_its_session_at_a_new_epoch(
         assert_gone(started(path))
 
 
+def test_what_a_route_worker_starts_between_runs_ends_at_a_new_epoch(
+    escaping: tuple[DevServer, Path],
+) -> None:
+    server, pids = escaping
+    client = Client(server.port, server.session_token)
+    assert server.project is not None
+    first = server.project.active_epoch()
+    assert first is not None
+    ran = pids.parent / "ran-later"
+    payload = {"routeId": "spawns_later", "input": {"pid": str(pids / "later"), "ran": str(ran)}}
+    reply = client.request("POST", "/api/routes/invocations", payload, timeout=60)
+    assert reply.json()["invocation"]["status"] == "completed", reply.json()
+    ran.touch()  # the run is over: the worker's thread starts its escapee now
+    pid = started(pids / "later")
+    time.sleep(0.3)
+    assert state(pid) not in (None, "Z"), "the escapee did not outlive the run it came after"
+    # A new epoch (the config changed) ends the old epoch's warm worker, and its unit whole.
+    config = server.project.root / "bundle.config.py"
+    config.write_text(config.read_text() + "\n# changed again\n")
+    client.request("POST", "/api/project/builds", {})
+    deadline = time.monotonic() + 60
+    while server.project.active_epoch() == first:
+        assert time.monotonic() < deadline, "no new epoch"
+        time.sleep(0.05)
+    assert_gone(pid, timeout=10)
+
+
 @pytest.mark.usefixtures("adopting")
 def test_server_close_ends_a_running_route_and_an_mcp_server(tmp_path: Path) -> None:
     project, pids = escaping_project(tmp_path)
@@ -328,6 +367,44 @@ def test_bundle_build_says_so_when_the_config_ends_the_process(tmp_path: Path) -
         assert line.startswith("bundle-build: the build process ended before the build did")
         assert "Traceback" not in done.stderr
         assert not (project / ".bundle" / "artifact").exists()
+        assert_gone(started(pids / "config.0"))
+    finally:
+        kill_all(pids)
+
+
+# bundle-build with a build that reports success for an artifact that is not there: the real
+# build runs, and then its artifact is removed behind its back.
+VANISHED_ARTIFACT = """
+import shutil, sys
+from bundle_contract._build import _builder
+
+real_build = _builder.build_project
+
+def build_project(*args, **kwargs):
+    result = real_build(*args, **kwargs)
+    assert result.ok, result.diagnostics
+    shutil.rmtree(result.artifact)
+    return result
+
+_builder.build_project = build_project
+from bundle_contract._build._cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_bundle_build_says_so_when_the_build_wrote_no_artifact(tmp_path: Path) -> None:
+    project, pids = escaping_project(tmp_path)
+    env = {**os.environ, "BUNDLE_STATE_ROOT": str(tmp_path / "state")}
+    command = [sys.executable, "-c", VANISHED_ARTIFACT, str(project)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 1 and done.stdout == "", done.stderr
+        (line,) = done.stderr.splitlines()
+        artifact = project / ".bundle" / "artifact"
+        assert line == (
+            f"bundle-build: the build reported success but wrote no artifact at {artifact}"
+        )
+        assert not artifact.exists()
         assert_gone(started(pids / "config.0"))
     finally:
         kill_all(pids)
