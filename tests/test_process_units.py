@@ -84,7 +84,9 @@ server.run(transport="stdio")
 
 
 def config_source(pids: Path, *, ending: str = "") -> str:
-    """A bundle.config.py that starts an escapee (its pid in pids/config) while it loads."""
+    """A bundle.config.py that starts an escapee (its pid in pids/config) while it loads,
+    and then holds its build for as long as a file `hold` beside pids/ exists (a build in
+    progress, for as long as a test wants one)."""
     routes = [
         {"id": name, "handler": f"escaping_routes:{name}", "families": ["stop"]}
         for name in ("spawns", "spawns_and_hangs", "spawns_later")
@@ -108,6 +110,8 @@ def config_source(pids: Path, *, ending: str = "") -> str:
         subprocess.Popen([sys.executable, {str(ESCAPEE)!r}, path])
         while not os.path.exists(path):
             time.sleep(0.01)
+        while os.path.exists({str(pids.parent / "hold")!r}):
+            time.sleep(0.05)
         config = {data!r}
         {ending}
     """)
@@ -168,6 +172,44 @@ def invoke(client: Client, route: str, pid: Path, **body: Any) -> dict[str, Any]
     assert reply.status in (200, 202), reply.json()
     found: dict[str, Any] = reply.json()["invocation"]
     return found
+
+
+def mcp_call(client: Client, epoch: str) -> None:
+    """A call of the escaping MCP server's tool on `epoch` (its server starts an escapee)."""
+    reply = client.request(
+        "GET", f"/api/mcp/launches?epochId={epoch}&serverName=escaping", timeout=60
+    )
+    (launch,) = reply.json()["launches"]
+    operation = {"method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
+    path = f"/api/mcp/sessions/{launch['launchId']}/operations"
+    reply = client.request("POST", path, operation, timeout=60)
+    assert reply.status == 200, reply.json()
+
+
+def active_epoch(client: Client) -> str:
+    """The id of the server's active epoch, once its first build is active."""
+    deadline = time.monotonic() + STARTUP
+    while True:
+        status = client.request("GET", "/api/project/status").json()
+        if "activeEpoch" in status["artifact"]:
+            return str(status["artifact"]["activeEpoch"]["id"])
+        assert time.monotonic() < deadline, "the first build never became active"
+        time.sleep(0.1)
+
+
+def build_held(client: Client, project: Path, pids: Path) -> int:
+    """Start a build whose config holds it (until `hold` is removed); its escapee's pid."""
+    before = set(pids.glob("config.*"))
+    (pids.parent / "hold").touch()
+    config = project / "bundle.config.py"
+    config.write_text(config.read_text() + "\n# changed\n")
+    assert client.request("POST", "/api/project/builds", {}).status == 202
+    deadline = time.monotonic() + STARTUP
+    while not (new := set(pids.glob("config.*")) - before):
+        assert time.monotonic() < deadline, "the held build never started"
+        time.sleep(0.01)
+    (path,) = new
+    return started(path)
 
 
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
@@ -336,6 +378,37 @@ def test_server_close_ends_a_running_route_and_an_mcp_server(tmp_path: Path) -> 
         assert_gone(route_pid)
         assert_gone(mcp_pid)
     finally:
+        kill_all(pids)
+
+
+@pytest.mark.parametrize("mechanism", ["cgroup", "subreaper"])
+@pytest.mark.usefixtures("adopting")
+def test_server_close_ends_a_build_in_progress(tmp_path: Path, mechanism: str) -> None:
+    # The server as a user runs it (closed by SIGINT), with either mechanism: in the fallback
+    # the build's unit is one of the build worker's, inside the server's build-worker unit.
+    if mechanism == "cgroup":
+        cgroup_available()
+    project, pids = escaping_project(tmp_path)
+    env = {
+        **os.environ,
+        "BUNDLE_STATE_ROOT": str(tmp_path / "state"),
+        "BUNDLE_PROCESS_UNITS": mechanism,
+    }
+    try:
+        server, info = serve(project, tmp_path / "ready.json", env)
+        try:
+            client = Client(int(info["url"].rsplit(":", 1)[1]), info["session"])
+            active_epoch(client)
+            pid = build_held(client, project, pids)
+            time.sleep(0.2)
+            assert state(pid) not in (None, "Z")
+        finally:
+            server.send_signal(signal.SIGINT)
+            # The close ends the build (its config still holds it), not waits for it.
+            assert server.wait(timeout=30) == 0
+        assert_gone(pid, adopted=True)
+    finally:
+        (tmp_path / "hold").unlink(missing_ok=True)
         kill_all(pids)
 
 
@@ -583,6 +656,24 @@ def test_the_subreaper_fallback_ends_a_unit_whole(tmp_path: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.usefixtures("adopting")
+def test_a_unit_started_inside_another_keeps_the_outer_ones_marker() -> None:
+    # The build worker runs in the server's unit and starts a unit per build: what a build
+    # starts must still carry the server's unit, for the server's end and the next start.
+    owner = ProcessOwner("subreaper")
+    outer, inner = owner.start_unit("outer"), owner.start_unit("inner")
+    try:
+        name, _, outer_id = outer.marker.partition("=")
+        inner_id = inner.marker.partition("=")[2]
+        environment = inner.environment(outer.environment({}))
+        assert environment[name] == f"{outer_id}:{inner_id}"
+        assert inner.environment(environment)[name] == environment[name]  # once each
+        assert outer.environment({})[name] == outer_id
+    finally:
+        owner.forget(outer)
+        owner.forget(inner)
+
+
 SWEEP = """
 import sys
 from pathlib import Path
@@ -707,6 +798,49 @@ def test_the_next_server_ends_what_a_killed_server_started(tmp_path: Path, mecha
             second.send_signal(signal.SIGINT)
             second.wait(timeout=STARTUP)
     finally:
+        kill_all(pids)
+
+
+@pytest.mark.solo  # as the test above: it kills a server
+@pytest.mark.parametrize("mechanism", ["cgroup", "subreaper"])
+@pytest.mark.usefixtures("adopting")
+def test_the_next_server_ends_what_a_killed_servers_mcp_server_and_build_started(
+    tmp_path: Path, mechanism: str
+) -> None:
+    if mechanism == "cgroup":
+        cgroup_available()
+    project, pids = escaping_project(tmp_path)
+    env = {
+        **os.environ,
+        "BUNDLE_STATE_ROOT": str(tmp_path / "state"),
+        "BUNDLE_PROCESS_UNITS": mechanism,
+    }
+    ready = tmp_path / "ready.json"
+    try:
+        first, info = serve(project, ready, env)
+        try:
+            client = Client(int(info["url"].rsplit(":", 1)[1]), info["session"])
+            mcp_call(client, active_epoch(client))  # the MCP server runs, its escapee too
+            (mcp_pid,) = [started(p) for p in pids.glob("mcp.*")]
+            build_pid = build_held(client, project, pids)  # a build in progress, its escapee
+        finally:
+            first.kill()
+            first.wait()
+        time.sleep(0.2)
+        for pid in (mcp_pid, build_pid):
+            assert state(pid) not in (None, "Z"), "an escapee did not outlive the killed server"
+        second, _ = serve(project, ready, env)
+        try:
+            # Its start ended both. The hold stays until then: released, the killed server's
+            # build would finish on its own and end its escapee itself.
+            assert_gone(mcp_pid, adopted=True)
+            assert_gone(build_pid, adopted=True)
+        finally:
+            (tmp_path / "hold").unlink(missing_ok=True)
+            second.send_signal(signal.SIGINT)
+            second.wait(timeout=STARTUP)
+    finally:
+        (tmp_path / "hold").unlink(missing_ok=True)
         kill_all(pids)
 
 
