@@ -50,6 +50,18 @@ def spawns(event, context):
 def spawns_and_hangs(event, context):
     _escape(context.input["pid"])
     time.sleep(60)
+
+def spawns_later(event, context):
+    # From a thread of the worker, once the run has ended: the escapee is the worker's, not
+    # the run's, and lives on with the warm worker.
+    import threading
+    ran = context.input["ran"]
+    def later():
+        while not os.path.exists(ran):
+            time.sleep(0.01)
+        _escape(context.input["pid"])
+    threading.Thread(target=later, daemon=True).start()
+    return "started later"
 """
 
 # An MCP server that leaves an escapee behind as it starts.
@@ -72,10 +84,12 @@ server.run(transport="stdio")
 
 
 def config_source(pids: Path, *, ending: str = "") -> str:
-    """A bundle.config.py that starts an escapee (its pid in pids/config) while it loads."""
+    """A bundle.config.py that starts an escapee (its pid in pids/config) while it loads,
+    and then holds its build for as long as a file `hold` beside pids/ exists (a build in
+    progress, for as long as a test wants one)."""
     routes = [
         {"id": name, "handler": f"escaping_routes:{name}", "families": ["stop"]}
-        for name in ("spawns", "spawns_and_hangs")
+        for name in ("spawns", "spawns_and_hangs", "spawns_later")
     ]
     data = {
         "application": {"id": "escaping", "name": "Escaping", "version": "1.0.0"},
@@ -96,6 +110,8 @@ def config_source(pids: Path, *, ending: str = "") -> str:
         subprocess.Popen([sys.executable, {str(ESCAPEE)!r}, path])
         while not os.path.exists(path):
             time.sleep(0.01)
+        while os.path.exists({str(pids.parent / "hold")!r}):
+            time.sleep(0.05)
         config = {data!r}
         {ending}
     """)
@@ -156,6 +172,44 @@ def invoke(client: Client, route: str, pid: Path, **body: Any) -> dict[str, Any]
     assert reply.status in (200, 202), reply.json()
     found: dict[str, Any] = reply.json()["invocation"]
     return found
+
+
+def mcp_call(client: Client, epoch: str) -> None:
+    """A call of the escaping MCP server's tool on `epoch` (its server starts an escapee)."""
+    reply = client.request(
+        "GET", f"/api/mcp/launches?epochId={epoch}&serverName=escaping", timeout=60
+    )
+    (launch,) = reply.json()["launches"]
+    operation = {"method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
+    path = f"/api/mcp/sessions/{launch['launchId']}/operations"
+    reply = client.request("POST", path, operation, timeout=60)
+    assert reply.status == 200, reply.json()
+
+
+def active_epoch(client: Client) -> str:
+    """The id of the server's active epoch, once its first build is active."""
+    deadline = time.monotonic() + STARTUP
+    while True:
+        status = client.request("GET", "/api/project/status").json()
+        if "activeEpoch" in status["artifact"]:
+            return str(status["artifact"]["activeEpoch"]["id"])
+        assert time.monotonic() < deadline, "the first build never became active"
+        time.sleep(0.1)
+
+
+def build_held(client: Client, project: Path, pids: Path) -> int:
+    """Start a build whose config holds it (until `hold` is removed); its escapee's pid."""
+    before = set(pids.glob("config.*"))
+    (pids.parent / "hold").touch()
+    config = project / "bundle.config.py"
+    config.write_text(config.read_text() + "\n# changed\n")
+    assert client.request("POST", "/api/project/builds", {}).status == 202
+    deadline = time.monotonic() + STARTUP
+    while not (new := set(pids.glob("config.*")) - before):
+        assert time.monotonic() < deadline, "the held build never started"
+        time.sleep(0.01)
+    (path,) = new
+    return started(path)
 
 
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
@@ -269,6 +323,33 @@ def test_what_an_mcp_server_starts_ends_with_its_session_at_a_new_epoch(
         assert_gone(started(path))
 
 
+def test_what_a_route_worker_starts_between_runs_ends_at_a_new_epoch(
+    escaping: tuple[DevServer, Path],
+) -> None:
+    server, pids = escaping
+    client = Client(server.port, server.session_token)
+    assert server.project is not None
+    first = server.project.active_epoch()
+    assert first is not None
+    ran = pids.parent / "ran-later"
+    payload = {"routeId": "spawns_later", "input": {"pid": str(pids / "later"), "ran": str(ran)}}
+    reply = client.request("POST", "/api/routes/invocations", payload, timeout=60)
+    assert reply.json()["invocation"]["status"] == "completed", reply.json()
+    ran.touch()  # the run is over: the worker's thread starts its escapee now
+    pid = started(pids / "later")
+    time.sleep(0.3)
+    assert state(pid) not in (None, "Z"), "the escapee did not outlive the run it came after"
+    # A new epoch (the config changed) ends the old epoch's warm worker, and its unit whole.
+    config = server.project.root / "bundle.config.py"
+    config.write_text(config.read_text() + "\n# changed again\n")
+    client.request("POST", "/api/project/builds", {})
+    deadline = time.monotonic() + 60
+    while server.project.active_epoch() == first:
+        assert time.monotonic() < deadline, "no new epoch"
+        time.sleep(0.05)
+    assert_gone(pid, timeout=10)
+
+
 @pytest.mark.usefixtures("adopting")
 def test_server_close_ends_a_running_route_and_an_mcp_server(tmp_path: Path) -> None:
     project, pids = escaping_project(tmp_path)
@@ -300,6 +381,37 @@ def test_server_close_ends_a_running_route_and_an_mcp_server(tmp_path: Path) -> 
         kill_all(pids)
 
 
+@pytest.mark.parametrize("mechanism", ["cgroup", "subreaper"])
+@pytest.mark.usefixtures("adopting")
+def test_server_close_ends_a_build_in_progress(tmp_path: Path, mechanism: str) -> None:
+    # The server as a user runs it (closed by SIGINT), with either mechanism: in the fallback
+    # the build's unit is one of the build worker's, inside the server's build-worker unit.
+    if mechanism == "cgroup":
+        cgroup_available()
+    project, pids = escaping_project(tmp_path)
+    env = {
+        **os.environ,
+        "BUNDLE_STATE_ROOT": str(tmp_path / "state"),
+        "BUNDLE_PROCESS_UNITS": mechanism,
+    }
+    try:
+        server, info = serve(project, tmp_path / "ready.json", env)
+        try:
+            client = Client(int(info["url"].rsplit(":", 1)[1]), info["session"])
+            active_epoch(client)
+            pid = build_held(client, project, pids)
+            time.sleep(0.2)
+            assert state(pid) not in (None, "Z")
+        finally:
+            server.send_signal(signal.SIGINT)
+            # The close ends the build (its config still holds it), not waits for it.
+            assert server.wait(timeout=30) == 0
+        assert_gone(pid, adopted=True)
+    finally:
+        (tmp_path / "hold").unlink(missing_ok=True)
+        kill_all(pids)
+
+
 def test_bundle_build_read_through_a_pipe_returns_when_the_build_ends(tmp_path: Path) -> None:
     project, pids = escaping_project(tmp_path)
     env = {**os.environ, "BUNDLE_STATE_ROOT": str(tmp_path / "state")}
@@ -328,6 +440,44 @@ def test_bundle_build_says_so_when_the_config_ends_the_process(tmp_path: Path) -
         assert line.startswith("bundle-build: the build process ended before the build did")
         assert "Traceback" not in done.stderr
         assert not (project / ".bundle" / "artifact").exists()
+        assert_gone(started(pids / "config.0"))
+    finally:
+        kill_all(pids)
+
+
+# bundle-build with a build that reports success for an artifact that is not there: the real
+# build runs, and then its artifact is removed behind its back.
+VANISHED_ARTIFACT = """
+import shutil, sys
+from bundle_contract._build import _builder
+
+real_build = _builder.build_project
+
+def build_project(*args, **kwargs):
+    result = real_build(*args, **kwargs)
+    assert result.ok, result.diagnostics
+    shutil.rmtree(result.artifact)
+    return result
+
+_builder.build_project = build_project
+from bundle_contract._build._cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_bundle_build_says_so_when_the_build_wrote_no_artifact(tmp_path: Path) -> None:
+    project, pids = escaping_project(tmp_path)
+    env = {**os.environ, "BUNDLE_STATE_ROOT": str(tmp_path / "state")}
+    command = [sys.executable, "-c", VANISHED_ARTIFACT, str(project)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 1 and done.stdout == "", done.stderr
+        (line,) = done.stderr.splitlines()
+        artifact = project / ".bundle" / "artifact"
+        assert line == (
+            f"bundle-build: the build reported success but wrote no artifact at {artifact}"
+        )
+        assert not artifact.exists()
         assert_gone(started(pids / "config.0"))
     finally:
         kill_all(pids)
@@ -506,6 +656,24 @@ def test_the_subreaper_fallback_ends_a_unit_whole(tmp_path: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.usefixtures("adopting")
+def test_a_unit_started_inside_another_keeps_the_outer_ones_marker() -> None:
+    # The build worker runs in the server's unit and starts a unit per build: what a build
+    # starts must still carry the server's unit, for the server's end and the next start.
+    owner = ProcessOwner("subreaper")
+    outer, inner = owner.start_unit("outer"), owner.start_unit("inner")
+    try:
+        name, _, outer_id = outer.marker.partition("=")
+        inner_id = inner.marker.partition("=")[2]
+        environment = inner.environment(outer.environment({}))
+        assert environment[name] == f"{outer_id}:{inner_id}"
+        assert inner.environment(environment)[name] == environment[name]  # once each
+        assert outer.environment({})[name] == outer_id
+    finally:
+        owner.forget(outer)
+        owner.forget(inner)
+
+
 SWEEP = """
 import sys
 from pathlib import Path
@@ -630,6 +798,49 @@ def test_the_next_server_ends_what_a_killed_server_started(tmp_path: Path, mecha
             second.send_signal(signal.SIGINT)
             second.wait(timeout=STARTUP)
     finally:
+        kill_all(pids)
+
+
+@pytest.mark.solo  # as the test above: it kills a server
+@pytest.mark.parametrize("mechanism", ["cgroup", "subreaper"])
+@pytest.mark.usefixtures("adopting")
+def test_the_next_server_ends_what_a_killed_servers_mcp_server_and_build_started(
+    tmp_path: Path, mechanism: str
+) -> None:
+    if mechanism == "cgroup":
+        cgroup_available()
+    project, pids = escaping_project(tmp_path)
+    env = {
+        **os.environ,
+        "BUNDLE_STATE_ROOT": str(tmp_path / "state"),
+        "BUNDLE_PROCESS_UNITS": mechanism,
+    }
+    ready = tmp_path / "ready.json"
+    try:
+        first, info = serve(project, ready, env)
+        try:
+            client = Client(int(info["url"].rsplit(":", 1)[1]), info["session"])
+            mcp_call(client, active_epoch(client))  # the MCP server runs, its escapee too
+            (mcp_pid,) = [started(p) for p in pids.glob("mcp.*")]
+            build_pid = build_held(client, project, pids)  # a build in progress, its escapee
+        finally:
+            first.kill()
+            first.wait()
+        time.sleep(0.2)
+        for pid in (mcp_pid, build_pid):
+            assert state(pid) not in (None, "Z"), "an escapee did not outlive the killed server"
+        second, _ = serve(project, ready, env)
+        try:
+            # Its start ended both. The hold stays until then: released, the killed server's
+            # build would finish on its own and end its escapee itself.
+            assert_gone(mcp_pid, adopted=True)
+            assert_gone(build_pid, adopted=True)
+        finally:
+            (tmp_path / "hold").unlink(missing_ok=True)
+            second.send_signal(signal.SIGINT)
+            second.wait(timeout=STARTUP)
+    finally:
+        (tmp_path / "hold").unlink(missing_ok=True)
         kill_all(pids)
 
 

@@ -4,7 +4,11 @@ The fallback where no writable cgroup v2 hierarchy with `cgroup.kill` is at hand
 unprivileged user, a cgroup v1 machine, a container without delegation). A unit is:
 
 - the marker `BUNDLE_PROCESS_UNIT=<owner>.<unit>` in the environment its processes start with
-  (every descendant inherits it, whatever session or group it moves to), and
+  (every descendant inherits it, whatever session or group it moves to); a unit started inside
+  another (a build's, in the build worker's unit) adds its id to the inherited one
+  (`<outer>:<inner>`), so the outer unit holds the inner one's processes too, as a cgroup
+  holds its children, and the next owner after a SIGKILL finds them by the outer unit's
+  record; and
 - the sessions and process groups led by a marked process (so a descendant that scrubbed its
   environment but stayed in its leader's session is found too).
 
@@ -46,7 +50,7 @@ def members(marker: bytes, since: int, leaders: Mapping[int, int] = NO_LEADERS) 
     own = os.getpid()
     own_groups = {os.getpgrp(), os.getsid(0), own}
     candidates = list(_procfs.processes(since))
-    marked = [found for found in candidates if _procfs.has_marker(found.pid, marker)]
+    marked = [found for found in candidates if _procfs.in_unit(found.pid, marker)]
     # A session or group id is its leader's pid, and the kernel gives no new process a pid
     # that is still a session or group id. So a leader's pid names the leader's session and
     # group while the leader lives (same start time) and after it died, but not once another

@@ -87,6 +87,24 @@ def has_marker(pid: int, marker: bytes) -> bool:
     return b"\0" + marker + b"\0" in b"\0" + environ + b"\0"
 
 
+def in_unit(pid: int, marker: bytes) -> bool:
+    """Whether the environment `pid` was started with names the unit of `marker` (`NAME=id`)
+    among the units it is in: the variable's value is their ids, outermost first, separated
+    by `:` (a unit started inside another keeps the outer one, see `_units.nested`)."""
+    name, _, unit = marker.partition(b"=")
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            environ = handle.read()
+    except OSError:
+        return False
+    prefix = name + b"="
+    return any(
+        unit in entry[len(prefix) :].split(b":")
+        for entry in environ.split(b"\0")
+        if entry.startswith(prefix)
+    )
+
+
 def reap(pid: int, start: int) -> None:
     """Reap `pid` if it is (still) a zombie child of this process started at `start`."""
     found = stat(pid)

@@ -135,7 +135,8 @@ class Unit:
     def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """`base` (default: ours) with the unit's marker; every descendant inherits it."""
         name, _, value = self.marker.partition("=")
-        return {**(os.environ if base is None else base), name: value}
+        found = dict(os.environ if base is None else base)
+        return found | {name: nested(found.get(name), value)}
 
     def track(self, pid: int) -> None:
         """A process of the unit that the caller started and reaps itself (never reaped here)."""
@@ -152,7 +153,7 @@ class Unit:
         with contextlib.suppress(PermissionError):  # already a group leader: keep its session
             os.setsid()
         name, _, value = self.marker.partition("=")
-        os.environ[name] = value
+        os.environ[name] = nested(os.environ.get(name), value)
 
     # --- ending them ---
 
@@ -314,6 +315,18 @@ class Unit:
 
 
 _STOPPED = _procfs.Stat(0, "X", 0, 0, 0, 0)
+
+
+def nested(inherited: str | None, unit: str) -> str:
+    """The marker variable's value for a process of `unit` whose environment held
+    `inherited`: the units it is in already (the process that starts it may itself be a
+    unit's, like the build worker, whose builds are units of their own), then `unit`.
+
+    Replacing the inherited value instead hid a build's processes from the build worker's
+    unit: a config's `setsid` escapee outlived the server's close and, after a SIGKILL, the
+    next start, whose sweep reads only the server's records."""
+    units = [found for found in (inherited or "").split(":") if found and found != unit]
+    return ":".join([*units, unit])
 
 
 def _members(pids: list[int]) -> list[_procfs.Stat]:

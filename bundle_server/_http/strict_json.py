@@ -15,9 +15,10 @@ Python's `json` is lenient where a request must not be, and each leniency was a 
   it broke every later list holding it, as a lone surrogate did. A number too large for a
   float is refused (`_fraction`), as `NaN` and `Infinity` are (`_refuse_constant`).
 
-Query values and headers need only `first_unencodable`: werkzeug decodes percent-escapes that
-are not UTF-8 as the literal text, and header values arrive as latin-1, so neither can hold a
-surrogate today; the check keeps that true whatever server runs the app.
+Query values, path values and headers need only `first_unencodable`: werkzeug keeps a
+percent-escape that is not UTF-8 in a query value as the escape's own text and reads a path's
+bytes that are not UTF-8 as U+FFFD, and header values arrive as latin-1, so none can hold a
+surrogate today (GUARD-113); the check keeps that true whatever server runs the app.
 """
 
 from __future__ import annotations

@@ -378,6 +378,8 @@ class McpService:
         # Launches of the epochs this server made active, newest last: launch id -> its server
         # and host kinds (what a link of a past epoch is followed by, see `successor`).
         self._past: dict[str, tuple[str, tuple[str, ...]]] = {}
+        # Set when the server starts closing: an operation it cuts short says so (`_failure`).
+        self._closing = False
 
     # --- the trace ---
 
@@ -596,7 +598,8 @@ class McpService:
                 )
                 if timed_out
                 else McpServerFailed(
-                    f"MCP server {launch.server}: {failure}", {"mcpSessionId": launch.launch_id}
+                    f"MCP server {launch.server}: {self._failure(failure)}",
+                    {"mcpSessionId": launch.launch_id},
                 )
             )
             # The request's entry (if it was sent) gets its end: an error, never a silence.
@@ -836,9 +839,19 @@ class McpService:
             )
         except (McpDown, TimeoutError, BridgeClosed, FutureCancelled) as failure:
             raise McpServerFailed(
-                f"MCP server {launch.server}: {failure}", {"mcpSessionId": launch.launch_id}
+                f"MCP server {launch.server}: {self._failure(failure)}",
+                {"mcpSessionId": launch.launch_id},
             ) from None
         return self._session_record(epoch_id, launch, None)
+
+    def _failure(self, failure: BaseException) -> str:
+        """Why a session could not serve, in words. Closing, the server ends its sessions
+        (a call in flight sees its connection close) and then the bridge, which cancels
+        what is pending (a connect in progress, with no words of its own): either way the
+        reason is that the development server is closing, not the MCP server's."""
+        if self._closing or isinstance(failure, (BridgeClosed, FutureCancelled)):
+            return "the development server is closing"
+        return str(failure) or type(failure).__name__
 
     def _end_session(self, launch: Launch, reason: str) -> None:
         for flight in self.operations.of_session(launch.launch_id):
@@ -939,6 +952,7 @@ class McpService:
 
     def close(self) -> None:
         """End every session (their server processes end) and the bridge."""
+        self._closing = True
 
         async def close_all() -> None:
             await asyncio.gather(
