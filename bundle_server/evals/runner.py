@@ -100,3 +100,26 @@ class LocalRunner:
             raise
         pool.shutdown()
 
+
+def _ray_runner(jobs: int | None, address: str | None) -> Runner:
+    from bundle_server.evals.ray_runner import RayRunner  # Ray itself only when asked for
+
+    return RayRunner(address, jobs)
+
+
+# Runner name (EvalRun.json runner) -> how to make one from --jobs and --address.
+FACTORIES: dict[str, Callable[[int | None, str | None], Runner]] = {
+    "local": lambda jobs, address: LocalRunner(jobs or 1),
+    "ray": _ray_runner,
+}
+
+
+def runner_named(name: str, jobs: int | None = None, address: str | None = None) -> Runner:
+    """The runner called `name` (local, ray); `address` (a Ray cluster's) is for ray alone.
+    ValueError for another name or a misplaced address; EvalRunnerMissing when the runner's
+    extra is not installed."""
+    if name not in FACTORIES:
+        raise ValueError(f"runner must be one of {', '.join(FACTORIES)}, not {name!r}")
+    if address is not None and name != "ray":
+        raise ValueError(f"an address is for the ray runner, not {name}")
+    return FACTORIES[name](jobs, address)
