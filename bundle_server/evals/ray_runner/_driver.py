@@ -73,12 +73,21 @@ class Driver:
                     self._events.started(trial, node)
                 if not dispatch.nodes and not self._preparing:
                     raise self._unusable()
-                ready, _ = self._ray.wait(list(self._pending), num_returns=1, timeout=POLL_SECONDS)
-                for call in ready:
+                for call in self._ready():
                     self._settle(call, dispatch)
                 self._expire()
         finally:
             self._end()
+
+    def _ready(self) -> list[Any]:
+        """The calls that have finished: waits for one (or POLL_SECONDS), then takes every
+        other one finished by then, so that a busy cluster costs one wait per batch of
+        records rather than per record (each wait looks at every pending call)."""
+        calls = list(self._pending)
+        ready, _ = self._ray.wait(calls, num_returns=1, timeout=POLL_SECONDS)
+        if ready and len(calls) > 1:
+            ready, _ = self._ray.wait(calls, num_returns=len(calls), timeout=0)
+        return list(ready)
 
     # -- shipping and nodes ----------------------------------------------------------------
 
