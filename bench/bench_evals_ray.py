@@ -57,6 +57,7 @@ from _projects import config, write_project  # noqa: E402
 from fake_agent import agent  # noqa: E402
 
 from bundle_server.evals import EvalHarness, LocalRunner, RayRunner  # noqa: E402
+from bundle_server.evals.ray_runner.shipment import node_cache  # noqa: E402
 from bundle_server.evals.rundir import append  # noqa: E402
 from bundle_server.evals.runner import Runner  # noqa: E402
 from bundle_server.evals.trial import Trial  # noqa: E402
@@ -108,14 +109,17 @@ def cluster(nodes: int) -> Iterator[str]:
     found = Cluster(
         initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False, **common}
     )
+    added = []
     try:
         for _ in range(nodes):
-            found.add_node(num_cpus=SLOTS // nodes, **common)
+            added.append(found.add_node(num_cpus=SLOTS // nodes, **common).node_id)
         found.wait_for_nodes()
         yield str(found.address)
     finally:
         found.shutdown()
         shutil.rmtree(temp, ignore_errors=True)
+        for node_id in added:  # what each node kept of the runs
+            shutil.rmtree(node_cache(node_id), ignore_errors=True)
 
 
 def comparable(record: dict[str, Any]) -> list[dict[str, Any]]:
