@@ -19,7 +19,9 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import signal
 import socket
+import threading
 from types import ModuleType
 from typing import Any
 
@@ -83,6 +85,9 @@ def connect(ray: ModuleType, address: str) -> bool:
         options["_node_ip_address"] = "127.0.0.1"
     if address == LOCAL:
         options["include_dashboard"] = False
+    # Ray's core worker takes SIGTERM for its own (it dies at once); a handler the caller
+    # set (bundle-evals: SIGTERM ends a run as ^C does, its nodes closed) is set again.
+    kept = signal.getsignal(signal.SIGTERM)
     try:
         ray.init(address=address, **options)
     except (ConnectionError, RuntimeError, ValueError) as error:
@@ -90,6 +95,8 @@ def connect(ray: ModuleType, address: str) -> bool:
         raise EvalClusterUnusable(
             f"cannot reach the Ray cluster {where}: {_one_line(error)}", {"address": address}
         ) from None
+    if callable(kept) and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, kept)
     return True
 
 
