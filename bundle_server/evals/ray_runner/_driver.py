@@ -84,6 +84,9 @@ class Driver:
         other one finished by then, so that a busy cluster costs one wait per batch of
         records rather than per record (each wait looks at every pending call)."""
         calls = list(self._pending)
+        if not calls:  # nothing to wait for (nodes refused meanwhile): look again shortly
+            time.sleep(POLL_SECONDS)
+            return []
         ready, _ = self._ray.wait(calls, num_returns=1, timeout=POLL_SECONDS)
         if ready and len(calls) > 1:
             ready, _ = self._ray.wait(calls, num_returns=len(calls), timeout=0)
