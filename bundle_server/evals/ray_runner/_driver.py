@@ -47,8 +47,11 @@ def _seconds(limit: str) -> float:
 class Driver:
     """One run's trials over the nodes of the cluster `ray` is connected to."""
 
-    def __init__(self, ray: ModuleType, work: Work, events: Events, jobs: int) -> None:
+    def __init__(
+        self, ray: ModuleType, work: Work, events: Events, jobs: int, keep_cache: bool = True
+    ) -> None:
         self._ray = ray
+        self._keep_cache = keep_cache
         self._work = work
         self._events = events
         self._jobs = jobs
@@ -117,6 +120,7 @@ class Driver:
             host_executables=dict(harness.host_executables),
             artifact=artifact,
             suite_archive=[self._ray.put(pack_suite(self._work.suite))],
+            keep_cache=self._keep_cache,
         )
 
     def _start_nodes(self, shipment: Shipment) -> None:

@@ -13,7 +13,8 @@ and why, and runs the trials elsewhere.
 `trial` runs one trial exactly as the local runner does (`run_trial` on the node's server),
 on one of the actor's threads: at most `slots` at once. `close` ends the run here: the trials
 still running are cut short (no record, as for an interrupted local run), the server ends every
-host session it runs, and the node's directory goes. A worker process that dies instead (its
+host session it runs, and the node's directory goes (and its cache, on a Ray instance started
+for the run alone). A worker process that dies instead (its
 node lost) takes its host sessions with it: they are in the server's process units.
 """
 
@@ -54,6 +55,7 @@ class EvalNode:
         self._harness: EvalHarness | None = None
         self._env: TrialEnv | None = None
         self._root: Path | None = None
+        self._keep_cache = True
 
     def prepare(self, shipment: Shipment) -> dict[str, Any]:
         """{"ok": True} once trials can run here, else {"ok": False, "why": ...}."""
@@ -71,6 +73,7 @@ class EvalNode:
         return {"ok": True}
 
     def _prepare(self, shipment: Shipment) -> None:
+        self._keep_cache = shipment.keep_cache
         prebuilt = None
         if shipment.epoch is not None and shipment.config is not None:
             prebuilt = Prebuilt(shipment.epoch, self._artifact(shipment), shipment.config)
@@ -150,6 +153,8 @@ class EvalNode:
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None
+        if not self._keep_cache:
+            shutil.rmtree(self.cache, ignore_errors=True)
 
 
 def _fetch(box: list[Any]) -> bytes:

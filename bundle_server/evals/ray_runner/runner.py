@@ -27,7 +27,9 @@ class RayRunner:
     def run(self, trials: Sequence[Trial], work: Work, events: Events) -> None:
         connected = _ray.connect(self._ray, self.address)
         try:
-            Driver(self._ray, work, events, self.jobs).run(trials)
+            # A Ray instance started for this run alone leaves no cache on its node.
+            keep_cache = self.address != _ray.LOCAL or not connected
+            Driver(self._ray, work, events, self.jobs, keep_cache).run(trials)
         finally:
             if connected:
                 self._ray.shutdown()

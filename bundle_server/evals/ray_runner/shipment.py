@@ -56,6 +56,9 @@ class Shipment:
     host_executables: Mapping[str, Any] = field(default_factory=dict)  # the caller's own say
     artifact: list[Any] = field(default_factory=list)
     suite_archive: list[Any] = field(default_factory=list)
+    # False on a Ray instance started for this run alone: its nodes' ids are never seen
+    # again, so what they kept is removed with the run.
+    keep_cache: bool = True
 
 
 # -- the driver: packing --------------------------------------------------------------------
