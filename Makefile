@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck prepared unit bench generate vendor browser sandbox clis screenshots clean
+.PHONY: run test lint typecheck prepared unit soak bench generate vendor browser sandbox clis screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray]'
 	touch $(STAMP)
 
 # The Workbench's browser libraries, pinned in vendor.toml and checked by sha256.
@@ -80,8 +80,12 @@ typecheck: $(STAMP)
 SOLO_FILES = $(shell grep -l 'mark.solo' tests/test_*.py)
 unit: export PYTHONDONTWRITEBYTECODE =
 unit: prepared
-	$(BIN)/pytest -q -n 2 --dist loadfile -m "not solo"
-	$(BIN)/pytest -q -m solo $(SOLO_FILES)
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "not solo and not soak"
+	$(BIN)/pytest -q -m "solo and not soak" $(SOLO_FILES)
+
+# What runs longer than the suite's budget (a Ray cluster's trials under load), alone.
+soak: $(STAMP) $(VENDOR) sandbox
+	$(BIN)/pytest -q -m soak
 
 bench: $(STAMP)
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

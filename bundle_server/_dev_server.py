@@ -63,6 +63,7 @@ from bundle_server.notices.service import NoticeService
 from bundle_server.project.hub import ProjectHub
 from bundle_server.project.lock import ServerLock
 from bundle_server.project.manager import ProjectLoop
+from bundle_server.project.prebuilt import Prebuilt
 from bundle_server.receipts.endpoint_file import (
     remove_receipt_endpoint,
     write_receipt_endpoint,
@@ -149,8 +150,10 @@ class DevServer:
         environ: Mapping[str, str] | None = None,
         model_script: Mapping[str, Any] | str | os.PathLike[str] | None = None,
         retention_budget: int | None = None,
+        prebuilt: Prebuilt | None = None,
     ) -> None:
         self.options = options
+        self.prebuilt = prebuilt
         # A script every host session runs against on a scripted model (bundle_server.model).
         self.model_script = model_script
         self.project_root = Path(options["root"]).resolve()
@@ -363,6 +366,7 @@ def start_dev_server(
     environ: Mapping[str, str] | None = None,
     model_script: Mapping[str, Any] | str | os.PathLike[str] | None = None,
     retention_budget: int | None = None,
+    prebuilt: Prebuilt | None = None,
 ) -> DevServer:
     """Start the development server for the project at `root`; returns once it listens.
 
@@ -380,6 +384,8 @@ def start_dev_server(
     that every host session is pointed at (hosts.toml [host.scripted]), off the net.
     `retention_budget` (bytes, in place of spec/limits.toml retained-bytes-budget) is a test
     seam outside StartOptions: tests reach the budget without hundreds of MiB of renders.
+    `prebuilt` (an epoch built elsewhere, checked by the caller) is adopted instead of
+    building the project: a node of a distributed evaluation run serves the driver's epoch.
 
     Raises ConfigInvalid, before anything starts, when the project's bundle.config.json
     cannot be read or does not conform to BundleConfig.json (a bundle.config.py is project
@@ -405,4 +411,5 @@ def start_dev_server(
         environ=environ,
         model_script=model_script,
         retention_budget=retention_budget,
+        prebuilt=prebuilt,
     )

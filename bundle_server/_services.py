@@ -191,6 +191,7 @@ def _project(server: DevServer) -> ProjectLoop:
         environ=server.environ,
         watch=server.watch,
         in_use=lambda: _epochs_in_use(server),
+        prebuilt=server.prebuilt,
     )
     # A bundle.config.py is read by the build only: its dev.hosts apply from the first epoch
     # built with it on (an explicit host_executables still wins per host kind). The first

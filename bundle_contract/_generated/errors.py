@@ -699,6 +699,27 @@ class EvalBundleMissing(ContractError):
     http_status: ClassVar[int] = 409
 
 
+class EvalRunnerMissing(ContractError):
+    """An evaluation run asked to run on a runner whose optional extra is not installed
+    (--runner ray without bundle-devkit[ray]); the message names the extra and how to
+    install it.
+    """
+
+    code: ClassVar[str] = "BX4805"
+    http_status: ClassVar[int] = 501
+
+
+class EvalClusterUnusable(ContractError):
+    """An evaluation run on a Ray cluster that cannot go on: the cluster cannot be reached, no
+    node of it has a CPU, every node refused the run (each named with why) or every node was
+    lost mid-run (the trials recorded so far stay in the run directory, and the run resumes
+    with the same --out).
+    """
+
+    code: ClassVar[str] = "BX4806"
+    http_status: ClassVar[int] = 503
+
+
 class NoticeNotFound(RequestError):
     """A notice id (well formed) that the project's notice ledger does not hold: never opened,
     or dropped by retention.
@@ -904,6 +925,8 @@ ERRORS: dict[str, type[ContractError]] = {
     "BX4802": EvalRunMismatch,
     "BX4803": EvalRunInvalid,
     "BX4804": EvalBundleMissing,
+    "BX4805": EvalRunnerMissing,
+    "BX4806": EvalClusterUnusable,
     "BX5001": NoticeNotFound,
     "BX5002": NoticeNotOpen,
     "BX5003": NoticeRetentionInvalid,
@@ -934,8 +957,10 @@ __all__ = [
     "DenyNotAllowed",
     "DenyWithoutReason",
     "EvalBundleMissing",
+    "EvalClusterUnusable",
     "EvalRunInvalid",
     "EvalRunMismatch",
+    "EvalRunnerMissing",
     "EvalSuiteInvalid",
     "HandlerUnreachable",
     "HandlerUnresolved",

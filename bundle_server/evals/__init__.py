@@ -12,6 +12,7 @@ install (`with`) or without it (`without`). The modules, in the order a run uses
 - `suite`: reading and checking a suite, its digest;
 - `harness`: the development server, runs and their resume; `rundir`: the run directory;
 - `runner`: the runner interface and the local runner (`jobs` trials at once);
+  `ray_runner`: the Ray runner (trials over the nodes of a Ray cluster; the ray extra);
 - `trial`: one trial, workspace to verdicts; `commands`: its setup and grader commands, run
   in `sandbox` (bubblewrap: the workspace their only writable place; a process unit of the
   trial's that ends with it); `batch`: reading a host's non-interactive output and
@@ -34,6 +35,7 @@ _EXPORTS = {
     "EvalHarness": "harness",
     "LocalRunner": "runner",
     "Progress": "progress",
+    "RayRunner": "ray_runner",
     "Runner": "runner",
     "Suite": "suite",
     "Trial": "trial",
@@ -51,6 +53,7 @@ __all__ = [
     "EvalHarness",
     "LocalRunner",
     "Progress",
+    "RayRunner",
     "Runner",
     "Suite",
     "Trial",
@@ -88,6 +91,7 @@ if TYPE_CHECKING:  # the same names, for type checkers; a test holds both lists 
     from bundle_server.evals.compare import compare_evals
     from bundle_server.evals.harness import EvalHarness
     from bundle_server.evals.progress import Progress
+    from bundle_server.evals.ray_runner import RayRunner
     from bundle_server.evals.runner import LocalRunner, Runner
     from bundle_server.evals.suite import Suite, load_suite
     from bundle_server.evals.trial import Trial

@@ -10,7 +10,7 @@ from typing import Any
 from bundle_server.evals.harness import EvalHarness
 from bundle_server.evals.progress import Progress
 from bundle_server.evals.rundir import project_of
-from bundle_server.evals.runner import Runner
+from bundle_server.evals.runner import Runner, runner_named
 from bundle_server.evals.suite import load_suite
 
 PathLike = str | os.PathLike[str]
@@ -67,8 +67,9 @@ def run_evals(
     host: str | None = None,
     trials: int | None = None,
     arms: Sequence[str] | None = None,
-    jobs: int = 1,
-    runner: Runner | None = None,
+    jobs: int | None = None,
+    runner: Runner | str | None = None,
+    address: str | None = None,
     progress: Progress | None = None,
     formats: Iterable[str] = ("json", "junit", "html"),
     host_env: Mapping[str, str] | None = None,
@@ -79,8 +80,13 @@ def run_evals(
     """Run (or resume, when `out` holds a run of the same suite) `suite` on its project (by
     default the nearest directory above it with a bundle config); the EvalRun record, also
     written to `out`/run.json with its reports. `model="scripted"` runs every case against
-    its script on a scripted model instead of the host's own."""
+    its script on a scripted model instead of the host's own. `runner` is a Runner or one's
+    name: "local" (the default: `jobs` trials at once here) or "ray" (on the Ray cluster at
+    `address`, `jobs` at once on each node; needs the bundle-devkit[ray] extra)."""
     checked = load_suite(suite)
+    # Made first: a runner whose extra is missing is refused before any server starts.
+    if runner is None or isinstance(runner, str):
+        runner = runner_named(runner or "local", jobs, address)
     with EvalHarness(
         project or project_of(checked.path),
         host=host or checked.setting("host"),
@@ -94,7 +100,6 @@ def run_evals(
             out,
             trials=trials,
             arms=arms,
-            jobs=jobs,
             runner=runner,
             progress=progress,
             formats=formats,

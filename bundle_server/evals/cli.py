@@ -2,7 +2,7 @@
 
     bundle-evals run SUITE [--project DIR] [--out DIR] [--trials N] [--arms with,without]
                            [--jobs J] [--host host_a|host_b] [--keep-workspaces]
-                           [--formats json,junit,html]
+                           [--formats json,junit,html] [--runner local|ray [--address ADDR]]
     bundle-evals compare A B [--arm with] [--alpha 0.05] [--out FILE]
     bundle-evals report RUN [--out DIR] [--formats json,junit,html]
 
@@ -11,6 +11,9 @@ suite holding a bundle.config.json or bundle.config.py), prints its Workbench, r
 trials and writes run.json and the reports into --out (by default a new directory under the
 project's .bundle/evals/). An --out that already holds a run of the same suite resumes it.
 Progress goes to stderr: a bar on a terminal, NDJSON events (EvalProgress.json) otherwise.
+`--runner ray` runs the trials on the nodes of the Ray cluster at --address (RAY_ADDRESS, else
+a Ray instance started here), --jobs at once on each node (ray_runner); without the
+bundle-devkit[ray] extra it is a usage error naming the extra.
 `compare` takes two run directories (or run.json files); `report` rewrites a run's reports.
 
 Exit codes (runtime.toml [[exit]]): 0 success (run: every case of the `with` arm, or of the
@@ -67,6 +70,12 @@ def _models() -> Sequence[str]:
     from bundle_server.evals.vocabulary import MODELS
 
     return MODELS
+
+
+def _runners() -> Sequence[str]:
+    from bundle_server.evals.vocabulary import RUNNERS
+
+    return RUNNERS
 
 
 def _formats() -> Sequence[str]:
@@ -126,7 +135,9 @@ def parser() -> Parser:
     run.add_argument("--out", type=Path, help="the run directory (default: a new one)")
     run.add_argument("--trials", type=_trials, help="trials per case and arm")
     run.add_argument("--arms", type=_listed(_arms), help="with, without, or both")
-    run.add_argument("--jobs", type=_jobs, default=1, help="trials at once")
+    run.add_argument(
+        "--jobs", type=_jobs, help="trials at once (1); with --runner ray, on each node (4)"
+    )
     run.add_argument(
         "--host", type=_one_of(_hosts), help="the host kind to run (default: the suite's)"
     )
@@ -138,6 +149,14 @@ def parser() -> Parser:
     )
     run.add_argument("--keep-workspaces", action="store_true")
     run.add_argument("--formats", type=_listed(_formats), help="json,junit,html (all)")
+    run.add_argument(
+        "--runner",
+        type=_one_of(_runners),
+        help="local: trials on this machine (the default); ray: on the nodes of a Ray cluster",
+    )
+    run.add_argument(
+        "--address", help="the Ray cluster's address, HOST:PORT (--runner ray; RAY_ADDRESS)"
+    )
     compare = commands.add_parser("compare", help="compare run B against run A")
     compare.add_argument("a", type=Path)
     compare.add_argument("b", type=Path)
@@ -155,9 +174,12 @@ def command_run(args: argparse.Namespace) -> int:
     from bundle_server.evals.harness import EvalHarness
     from bundle_server.evals.progress import for_stream
     from bundle_server.evals.rundir import project_of
+    from bundle_server.evals.runner import runner_named
     from bundle_server.evals.suite import load_suite
 
     suite = load_suite(args.suite)
+    # Before the server starts: a runner whose extra is missing is a usage error at once.
+    runner = runner_named(args.runner or "local", args.jobs, args.address)
     project = args.project or project_of(args.suite)
     host = args.host or suite.setting("host")
     out = args.out or (
@@ -172,7 +194,7 @@ def command_run(args: argparse.Namespace) -> int:
             out,
             trials=args.trials,
             arms=args.arms,
-            jobs=args.jobs,
+            runner=runner,
             progress=for_stream(sys.stderr),
             formats=args.formats or _formats(),
         )

@@ -24,9 +24,14 @@ Theory of operation:
   for each trial (`bundle_server.model`): the host is pointed at it (hosts.toml
   [host.scripted], off the net), and its `model` graders read what the host sent. A case
   without a script is BX4801; a run never resumes under the other model (BX4802).
-- Trials are handed to a `Runner` (`runner.LocalRunner` by default, `jobs` at once). The
-  statistics depend on the records alone, sorted by case, arm and index, so a run with four
-  jobs gives the result a serial run gives.
+- Trials are handed to a `Runner` (`runner.LocalRunner` by default, `jobs` at once; or
+  `ray_runner.RayRunner`, over the nodes of a Ray cluster). A trial's record is kept once:
+  one the journal already holds for the same case, arm and index (a runner that ran it again
+  after losing a node) is dropped. The statistics depend on the records alone, sorted by
+  case, arm and index, so a run with four jobs, or on three machines, gives the result a
+  serial run gives.
+- A harness given a `Prebuilt` epoch serves it instead of building the project (a node of a
+  Ray run: the driver's epoch, checked file by file), installed for its host alone.
 - Workspaces are removed once graded; kept ones (`keep_workspaces`) go to the run directory's
   `workspaces/` (a single trial's to a directory of their own), which the harness never
   removes.
@@ -57,11 +62,12 @@ from bundle_server.evals import rundir
 from bundle_server.evals.batch import refuses_root
 from bundle_server.evals.progress import Fanout, Progress, TraceProgress
 from bundle_server.evals.reports import write_reports
-from bundle_server.evals.runner import LocalRunner, Runner
+from bundle_server.evals.runner import LocalRunner, Runner, Work
 from bundle_server.evals.stats import summarize
 from bundle_server.evals.suite import Suite, load_suite
 from bundle_server.evals.trial import Trial, TrialEnv, run_trial
 from bundle_server.evals.vocabulary import ARMS, MODELS
+from bundle_server.project.prebuilt import Prebuilt
 
 EPOCH_KEYS = ("configDigest", "modelDigest", "targetDigests")
 BUNDLE_KEYS = (*EPOCH_KEYS, "manifestDigest")  # what a resumed run must find unchanged
@@ -81,6 +87,7 @@ class EvalHarness:
         host_executables: Mapping[str, Any] | None = None,
         keep_workspaces: bool | str | os.PathLike[str] = False,
         model: str = "host",
+        prebuilt: Prebuilt | None = None,
     ) -> None:
         if model not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}, not {model!r}")
@@ -95,8 +102,14 @@ class EvalHarness:
         # True keeps each run's in its directory (a trial's in one of its own); a path, there.
         self.keep_workspaces = bool(keep_workspaces)
         self._keep_in = None if isinstance(keep_workspaces, bool) else Path(keep_workspaces)
+        # The caller's own say on executables (a node of a Ray run is sent the driver's).
+        self.host_executables = dict(host_executables or {})
         self.server: DevServer = start_dev_server(
-            project, watch=False, host_executables=host_executables
+            project,
+            watch=False,
+            host_executables=host_executables,
+            install_hosts=[host] if prebuilt is not None else (),
+            prebuilt=prebuilt,
         )
         self._workspaces = tempfile.TemporaryDirectory(prefix="bundle-evals-")
         self._kept: Path | None = None
@@ -197,7 +210,15 @@ class EvalHarness:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         runner = runner or LocalRunner(jobs)
-        record = self._start_record(suite, out, trials, arms, getattr(runner, "jobs", jobs))
+        if self.keep_workspaces and not getattr(runner, "keeps_workspaces", True):
+            name = getattr(runner, "name", type(runner).__name__)
+            raise ValueError(
+                f"workspaces are kept on this machine only: the {name} runner runs trials on"
+                " others (--keep-workspaces is for --runner local)"
+            )
+        record = self._start_record(
+            suite, out, trials, arms, getattr(runner, "jobs", jobs), getattr(runner, "name", None)
+        )
         order = {c["id"]: n for n, c in enumerate(suite.cases)}
         done_keys = {(r["caseId"], r["arm"], r["index"]) for r in record["results"]}
         todo = [
@@ -209,31 +230,18 @@ class EvalHarness:
         ]
         total = len(done_keys) + len(todo)
         told = Fanout([TraceProgress(self.server.hub), *([progress] if progress else [])])
-        lock = threading.Lock()
         kept = (self._keep_in or out / "workspaces") if self.keep_workspaces else None
         if kept is not None:
             kept.mkdir(parents=True, exist_ok=True)
-        env = self.trial_env(suite, self.provenance(), kept)  # this build's epoch id
+        provenance = self.provenance()
+        env = self.trial_env(suite, provenance, kept)  # this build's epoch id
         told.run_started(record["runId"], len(done_keys), total, self.server.workbench_url)
-
-        def started(trial: Trial) -> None:
-            with lock:
-                told.trial_started(record["runId"], trial, len(record["results"]), total)
-
-        def finished(trial: Trial, result: dict[str, Any]) -> None:
-            # Under the lock, progress included: `done` counts up in the order it is told.
-            with lock:
-                if env.stopped.is_set():
-                    return  # cut short by the interruption: it runs again on resume
-                rundir.append(out, result)
-                record["results"].append(result)
-                told.trial_finished(record["runId"], trial, result, len(record["results"]), total)
-
+        events = _RunEvents(out, record, told, env, total)
+        work = Work(lambda trial: run_trial(env, trial), suite, self, provenance)
         try:
-            runner.run(todo, lambda trial: run_trial(env, trial), started, finished)
+            runner.run(todo, work, events)
         except BaseException:
-            with lock:
-                env.stopped.set()
+            events.stop()
             raise
         record["results"].sort(
             key=lambda r: (order.get(r["caseId"], len(order)), ARMS.index(r["arm"]), r["index"])
@@ -254,6 +262,7 @@ class EvalHarness:
         trials: int | None,
         arms: Sequence[str] | None,
         jobs: int,
+        runner: str | None,
     ) -> dict[str, Any]:
         previous = rundir.read_run(out) if (out / rundir.RUN_FILE).exists() else None
         # A resume goes on with the trial count and arms its run began with.
@@ -294,12 +303,16 @@ class EvalHarness:
                     {"runDirectory": str(out), "field": "provenance"},
                 )
             previous.update(status="running", jobs=jobs)
+            # A run may go on under another runner: the journal, not the runner, is the truth.
+            previous.pop("runner", None)
+            previous.update({"runner": runner} if runner else {})
             previous.pop("completedAt", None)
             return previous
         record: dict[str, Any] = {
             "runId": "er_" + secrets.token_hex(8),
             **wanted,
             "jobs": jobs,
+            **({"runner": runner} if runner else {}),
             "passThreshold": suite.setting("passThreshold"),
             "provenance": provenance,
             "status": "running",
@@ -325,3 +338,45 @@ class EvalHarness:
         trace: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class _RunEvents:
+    """What the runner tells a run, recorded: each finished trial in the journal and the run
+    record, once per case, arm and index, and told to the progress; under one lock, so `done`
+    counts up in the order it is told."""
+
+    def __init__(
+        self, out: Path, record: dict[str, Any], told: Fanout, env: TrialEnv, total: int
+    ) -> None:
+        self._out = out
+        self._record = record
+        self._told = told
+        self._env = env
+        self._total = total
+        self._lock = threading.Lock()
+        self._keys = {(r["caseId"], r["arm"], r["index"]) for r in record["results"]}
+
+    def started(self, trial: Trial, node: str | None = None) -> None:
+        with self._lock:
+            done = len(self._record["results"])
+            self._told.trial_started(self._record["runId"], trial, done, self._total, node)
+
+    def done(self, trial: Trial, result: dict[str, Any], node: str | None = None) -> None:
+        with self._lock:
+            if self._env.stopped.is_set():
+                return  # cut short by the interruption: it runs again on resume
+            if trial.key in self._keys:
+                return  # recorded already: the journal is keyed by case, arm and index
+            self._keys.add(trial.key)
+            rundir.append(self._out, result)
+            self._record["results"].append(result)
+            done = len(self._record["results"])
+            self._told.trial_finished(self._record["runId"], trial, result, done, self._total, node)
+
+    def node_event(self, node: str, event: str, message: str) -> None:
+        with self._lock:
+            self._told.node_event(self._record["runId"], node, event, message)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._env.stopped.set()

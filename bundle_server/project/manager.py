@@ -13,6 +13,8 @@ Theory of operation:
   edit builds at once; when changes keep arriving during or right after a build (a
   formatter, a checkout), the next build first waits for them to settle (`watch-settle`, at
   most `watch-batch`), so a storm of changes is one or two builds.
+- A loop given a `prebuilt.Prebuilt` epoch (built elsewhere: a node of a distributed
+  evaluation run) never builds: its one build adopts that epoch as a build that succeeded.
 - Builds run in the build worker (`builder.BuildWorker`: project code never runs here). A
   succeeded attempt publishes its epoch, installs it for the host kinds to install, adopts it
   (`on_adopted` tells the host-session service) and prunes epochs beyond `epochs-kept` whose
@@ -49,6 +51,7 @@ from bundle_contract._validation import problems
 from bundle_server.project import installs
 from bundle_server.project.builder import BuildWorker, WorkerFailed
 from bundle_server.project.hub import ProjectHub
+from bundle_server.project.prebuilt import Prebuilt, place
 from bundle_server.project.watcher import ProjectWatcher
 from bundle_server.trace.hub import TraceHub
 
@@ -79,8 +82,10 @@ class ProjectLoop:
         watch: bool = True,
         python: str = sys.executable,
         in_use: Callable[[], Iterable[str]] = lambda: (),
+        prebuilt: Prebuilt | None = None,
     ) -> None:
         self.root = root.resolve()
+        self.prebuilt = prebuilt
         self.hub = hub
         self.trace = trace
         self._layout = layout()
@@ -88,7 +93,7 @@ class ProjectLoop:
         self.epochs = self.state_dir / self._layout.epochs
         self.installs = self.state_dir / self._layout.installs
         self._install_hosts = list(install_hosts)
-        self._watch = watch
+        self._watch = watch and prebuilt is None  # a prebuilt epoch has no sources to watch
         self._in_use = in_use
         spec = get_spec()
         self._kept = spec.limit("epochs-kept")["maximum"]
@@ -128,8 +133,11 @@ class ProjectLoop:
 
     @property
     def bare(self) -> bool:
-        """True when the project has no config file at all: nothing to build or install."""
-        return not any((self.root / name).is_file() for name in self._layout.config_files)
+        """True when the project has no config file at all (and no prebuilt epoch): nothing
+        to build or install."""
+        return self.prebuilt is None and not any(
+            (self.root / name).is_file() for name in self._layout.config_files
+        )
 
     def state_path(self, relative: str) -> Path | None:
         """`relative` under the state directory, or None where reaching it would go through a
@@ -278,6 +286,12 @@ class ProjectLoop:
         problem = self._bare_problem() or self._prepare_state()
         if problem is not None:
             result: dict[str, Any] = {"ok": False, "diagnostics": [problem]}
+        elif self.prebuilt is not None:
+            try:
+                result = place(self.prebuilt, self.epochs)
+            except OSError as error:
+                why = f"cannot place epoch {self.prebuilt.epoch.get('id')}: {error}"
+                result = {"ok": False, "diagnostics": [diagnostic(StateRootUnusable(why))]}
         else:
             previous = self._artifact.get("activeEpoch", {}).get("manifestPath")
             try:

@@ -1,0 +1,153 @@
+"""The one place Ray is imported and spoken to: importing it (or saying which extra to
+install), connecting to a cluster, the node actor's class, and telling a lost node from a
+failed trial. Nothing else of the package imports `ray`, so `bundle-evals --help`, a local run
+and a usage error never pay for it (or need it).
+
+Connecting: to the cluster at the address given (or RAY_ADDRESS); without one, to a Ray
+instance started for the run on this machine alone (never to whatever `ray start` last left
+running: a run goes where it is told). Ray is kept quiet and on loopback where it can be: no
+usage statistics (RAY_USAGE_STATS_ENABLED=0), no web dashboard for an instance started here
+(its per-node agents are Ray's own and cannot be turned off in 2.60; they listen on the node's
+address, 127.0.0.1 here), no worker logs streamed into the driver's stderr (which carries the
+run's NDJSON progress). A cluster at a loopback address is joined as a node at 127.0.0.1:
+Ray would otherwise swap a loopback address for this machine's network address, where such a
+cluster does not listen.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import threading
+from types import ModuleType
+from typing import Any
+
+from bundle_contract._generated.errors import EvalClusterUnusable, EvalRunnerMissing
+from bundle_contract._spec import get_spec
+
+EXTRA = "bundle-devkit[ray]"  # pyproject.toml [project.optional-dependencies] ray
+
+
+def import_ray() -> ModuleType:
+    """The `ray` module, or EvalRunnerMissing naming the extra to install."""
+    try:
+        import ray
+    except ImportError as error:
+        raise EvalRunnerMissing(
+            f"--runner ray needs Ray, which is not installed here ({error.msg}): install the"
+            f" extra {EXTRA}, e.g. pip install '{EXTRA}'",
+            {"extra": EXTRA},
+        ) from None
+    return ray
+
+
+LOCAL = "local"  # Ray's word for an instance of its own, started by ray.init
+
+
+def loopback(address: str) -> bool:
+    """Whether `address` (host:port, or "local": an instance started here) is on loopback."""
+    if address == LOCAL:
+        return True
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve(address: str | None) -> str:
+    """The address to join: `address`, else RAY_ADDRESS, else "local"; a cluster's checked
+    to answer (`reachable`), so that a wrong one is refused before anything starts."""
+    address = address or os.environ.get("RAY_ADDRESS") or LOCAL
+    if address != LOCAL:
+        reachable(address)
+    return address
+
+
+def connect(ray: ModuleType, address: str) -> bool:
+    """Join the cluster at `address` (`resolve`d; "local": a Ray instance started here for
+    the run); False when this process was connected already (its caller's connection, which
+    is used and left as it is)."""
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
+    if loopback(address):
+        # Ray reads this when it resolves a loopback address to this node's (see above).
+        import ray._private.ray_constants as constants
+
+        constants.ENABLE_RAY_CLUSTER = False
+        options["_node_ip_address"] = "127.0.0.1"
+    if address == LOCAL:
+        options["include_dashboard"] = False
+    # Ray's core worker takes SIGTERM for its own (it dies at once); a handler the caller
+    # set (bundle-evals: SIGTERM ends a run as ^C does, its nodes closed) is set again.
+    kept = signal.getsignal(signal.SIGTERM)
+    try:
+        ray.init(address=address, **options)
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        where = "started here" if address == LOCAL else f"at {address}"
+        raise EvalClusterUnusable(
+            f"cannot reach the Ray cluster {where}: {_one_line(error)}", {"address": address}
+        ) from None
+    if callable(kept) and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, kept)
+    return True
+
+
+def reachable(address: str) -> None:
+    """EvalClusterUnusable unless something listens at `address` (host:port) within
+    eval-cluster-connect-time: ray.init retries an address where nothing listens for ever."""
+    if "://" in address:
+        raise EvalClusterUnusable(
+            f"{address}: give the cluster's HOST:PORT (Ray Client addresses are not used: run"
+            " bundle-evals on a node of the cluster)",
+            {"address": address},
+        )
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise EvalClusterUnusable(f"{address}: not a HOST:PORT address", {"address": address})
+    seconds = get_spec().limit("eval-cluster-connect-time")["maximum"] / 1000
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=seconds).close()
+    except OSError as error:
+        raise EvalClusterUnusable(
+            f"cannot reach the Ray cluster at {address}: {error.strerror or error}",
+            {"address": address},
+        ) from None
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:500]
+
+
+def actor_class(ray: ModuleType) -> Any:
+    """The node actor: `node.EvalNode` as a Ray actor that is never restarted (a lost node's
+    trials run again elsewhere, chosen by the driver) and whose tasks are never retried."""
+    from bundle_server.evals.ray_runner.node import EvalNode
+
+    return ray.remote(max_restarts=0, max_task_retries=0)(EvalNode)
+
+
+def lost_errors(ray: ModuleType) -> tuple[type[BaseException], ...]:
+    """What a call to an actor raises when its worker or node is gone, not its own failure."""
+    exceptions = ray.exceptions
+    return (
+        exceptions.RayActorError,  # ActorDiedError, ActorUnavailableError are of it
+        exceptions.WorkerCrashedError,
+        exceptions.NodeDiedError,
+        exceptions.OwnerDiedError,
+        exceptions.ObjectLostError,
+    )
+
+
+def scheduling(node_id: str) -> Any:
+    """Place an actor on exactly this node (a trial's node is the driver's choice)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id, soft=False)

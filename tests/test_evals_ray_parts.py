@@ -1,0 +1,205 @@
+"""The Ray runner's parts that need no cluster: which trial goes where and what a lost node
+gives back (`dispatch`), how a node checks the epoch it was sent (`shipment`), and how a run
+names its runner and its cluster. tests/test_evals_ray.py runs them on a real cluster."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from _projects import config, write_project
+
+from bundle_contract._build import build_project
+from bundle_contract._generated.errors import EvalClusterUnusable
+from bundle_server.evals.ray_runner import _ray
+from bundle_server.evals.ray_runner.dispatch import Dispatch
+from bundle_server.evals.ray_runner.shipment import (
+    artifact_problems,
+    pack_artifact,
+    pack_suite,
+    sha256_of,
+    unpack,
+)
+from bundle_server.evals.runner import FACTORIES, LocalRunner, runner_named
+from bundle_server.evals.suite import load_suite
+from bundle_server.evals.trial import Trial
+from bundle_server.evals.vocabulary import RUNNERS
+
+
+def trials(count: int) -> list[Trial]:
+    return [Trial("case", "with", index) for index in range(count)]
+
+
+# -- dispatch -------------------------------------------------------------------------------
+
+
+def test_trials_spread_over_the_nodes_with_the_most_free_slots_first() -> None:
+    dispatch = Dispatch(trials(7))
+    dispatch.add("b", 2)
+    dispatch.add("a", 2)
+    dispatch.add("c", 1)
+    given = dispatch.assign()
+    assert [(node, t.index) for node, t in given] == [
+        ("a", 0),
+        ("b", 1),
+        ("a", 2),
+        ("b", 3),
+        ("c", 4),
+    ]
+    assert dispatch.assign() == []  # every slot is busy
+    assert dispatch.finished("b", given[1][1])
+    assert [(node, t.index) for node, t in dispatch.assign()] == [("b", 5)]
+
+
+def test_a_lost_node_gives_its_running_trials_back_to_run_next() -> None:
+    dispatch = Dispatch(trials(5))
+    dispatch.add("a", 2)
+    dispatch.add("b", 1)
+    assert [(node, t.index) for node, t in dispatch.assign()] == [("a", 0), ("a", 1), ("b", 2)]
+    assert [t.index for t in dispatch.lose("a")] == [0, 1]
+    assert dispatch.lose("a") == []  # told once
+    assert dispatch.nodes == ["b"]
+    assert dispatch.finished("b", Trial("case", "with", 2))
+    # The given-back trials come first, in the run's order, before the ones never started.
+    assert [t.index for _, t in dispatch.assign()] == [0]
+    for index in (0, 1, 3, 4):
+        assert dispatch.finished("b", Trial("case", "with", index))
+        dispatch.assign()
+    assert dispatch.complete
+
+
+def test_a_trial_is_done_once_whichever_node_answers_first() -> None:
+    dispatch = Dispatch(trials(2))
+    dispatch.add("a", 1)
+    dispatch.add("b", 1)
+    (_, first), (_, second) = dispatch.assign()
+    dispatch.lose("a")  # thought lost: its trial goes back to the queue
+    # It answers after all: its record is the one kept, and the queued copy never runs.
+    assert dispatch.finished("a", first)
+    assert dispatch.finished("b", second)
+    assert dispatch.assign() == []
+    assert dispatch.complete
+    assert not dispatch.finished("b", first)  # a second record of it is not kept
+
+
+# -- shipment -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def epoch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
+    root = tmp_path_factory.mktemp("shipment")
+    project = write_project(root / "project", config())
+    built = build_project(project, epochs=root / "epochs")
+    assert built.ok and built.artifact and built.epoch, built.diagnostics
+    return Path(built.artifact), built.epoch
+
+
+def sent(epoch: tuple[Path, dict[str, object]], tmp_path: Path) -> Path:
+    """A node's copy of the epoch, unpacked from what the driver packed."""
+    copy = tmp_path / "copy"
+    unpack(pack_artifact(epoch[0]), copy)
+    return copy
+
+
+def test_a_copy_of_the_epoch_matches_it_file_by_file(
+    epoch: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
+    copy = sent(epoch, tmp_path)
+    digest = sha256_of(epoch[0] / "bundle.manifest.json")
+    assert artifact_problems(copy, digest, epoch[1]) == []
+    # The manifest and the files it lists, nothing else of the project.
+    listed = json.loads((copy / "bundle.manifest.json").read_text())["files"]
+    on_disk = {p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file()}
+    assert on_disk == {"bundle.manifest.json", *(row["path"] for row in listed)}
+    hook = copy / "hosts" / "host_a" / "hooks" / "PreToolUse"
+    assert hook.stat().st_mode & 0o111  # modes travel with the files
+
+
+def test_a_changed_missing_or_added_file_is_named(
+    epoch: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
+    copy = sent(epoch, tmp_path)
+    digest = sha256_of(epoch[0] / "bundle.manifest.json")
+    (copy / "hosts" / "host_a" / "hooks" / "PreToolUse").write_text("#!/bin/sh\nexit 0\n")
+    (copy / "hosts" / "host_a" / "hooks" / "hooks.json").unlink()
+    (copy / "hosts" / "host_a" / "extra.py").write_text("print('hi')\n")
+    problems = artifact_problems(copy, digest, epoch[1])
+    assert problems[0].startswith("hosts/host_a/hooks/hooks.json: listed in the manifest, missing")
+    assert any(p.startswith("hosts/host_a/hooks/PreToolUse: sha256 ") for p in problems)
+    assert "hosts/host_a/extra.py: not in the manifest" in problems
+
+
+def test_a_copy_of_another_build_is_refused_by_its_manifest(
+    epoch: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
+    copy = sent(epoch, tmp_path)
+    other = "sha256:" + "0" * 64
+    assert artifact_problems(copy, other, epoch[1])[0].startswith("bundle.manifest.json: sha256")
+    digest = sha256_of(epoch[0] / "bundle.manifest.json")
+    assert "names epoch" in artifact_problems(copy, digest, {"id": "ep_0000000000000000"})[0]
+
+
+def test_the_suite_travels_with_its_fixtures_and_keeps_its_digest(tmp_path: Path) -> None:
+    suite_dir = tmp_path / "project" / "evals"
+    fixture = suite_dir / "fixture"
+    (fixture / "empty").mkdir(parents=True)
+    (fixture / "seed.txt").write_text("seed\n")
+    (fixture / "link").symlink_to("seed.txt")
+    (suite_dir / "elsewhere.txt").write_text("not sent\n")
+    graders = [{"type": "exit", "exitCode": 0}]
+    case = {"id": "c", "prompt": "say hi", "fixture": "fixture", "graders": graders}
+    (suite_dir / "s.json").write_text(json.dumps({"name": "s", "cases": [case]}))
+    suite = load_suite(suite_dir / "s.json")
+    unpack(pack_suite(suite), tmp_path / "copy")
+    assert load_suite(tmp_path / "copy" / "s.json").digest == suite.digest
+    assert (tmp_path / "copy" / "fixture" / "empty").is_dir()
+    assert not (tmp_path / "copy" / "fixture" / "link").exists()  # as a workspace copy
+    assert not (tmp_path / "copy" / "elsewhere.txt").exists()
+
+
+# -- names and addresses --------------------------------------------------------------------
+
+
+def test_every_runner_of_the_record_can_be_made_and_none_other() -> None:
+    assert tuple(FACTORIES) == RUNNERS
+    assert isinstance(runner_named("local", 2), LocalRunner)
+    with pytest.raises(ValueError, match="runner must be one of local, ray"):
+        runner_named("celery")
+    with pytest.raises(ValueError, match="an address is for the ray runner"):
+        runner_named("local", address="127.0.0.1:6379")
+
+
+def test_a_cluster_address_that_does_not_answer_is_refused_at_once() -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    with pytest.raises(EvalClusterUnusable, match=f"127.0.0.1:{port}: Connection refused"):
+        _ray.resolve(f"127.0.0.1:{port}")
+    with pytest.raises(EvalClusterUnusable, match="Ray Client addresses are not used"):
+        _ray.resolve("ray://10.0.0.1:10001")
+    with pytest.raises(EvalClusterUnusable, match="not a HOST:PORT"):
+        _ray.resolve("10.0.0.1")
+
+
+def test_without_an_address_a_run_starts_a_ray_instance_of_its_own_on_loopback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert _ray.resolve(None) == "local"
+    assert _ray.loopback("local") and _ray.loopback("127.0.0.1:6379")
+    assert _ray.loopback("[::1]:6379") and _ray.loopback("localhost:6379")
+    assert not _ray.loopback("10.0.0.1:6379")
+
+
+def test_the_cli_refuses_an_address_without_the_ray_runner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bundle_server.evals.cli import main
+
+    suite = tmp_path / "s.json"
+    case = {"id": "c", "prompt": "say hi", "graders": [{"type": "exit", "exitCode": 0}]}
+    suite.write_text(json.dumps({"name": "s", "cases": [case]}))
+    assert main(["run", str(suite), "--address", "127.0.0.1:6379"]) == 2
+    assert "an address is for the ray runner, not local" in capsys.readouterr().err
