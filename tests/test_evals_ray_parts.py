@@ -4,15 +4,21 @@ names its runner and its cluster. tests/test_evals_ray.py runs them on a real cl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from _projects import config, write_project
 
 from bundle_contract._build import build_project
 from bundle_contract._generated.errors import EvalClusterUnusable
+from bundle_contract._spec import get_spec
 from bundle_server.evals.ray_runner import _ray
 from bundle_server.evals.ray_runner.dispatch import Dispatch
 from bundle_server.evals.ray_runner.shipment import (
@@ -203,3 +209,120 @@ def test_the_cli_refuses_an_address_without_the_ray_runner(
     suite.write_text(json.dumps({"name": "s", "cases": [case]}))
     assert main(["run", str(suite), "--address", "127.0.0.1:6379"]) == 2
     assert "an address is for the ray runner, not local" in capsys.readouterr().err
+
+
+# -- refused before anything is built or written --------------------------------------------
+
+
+@contextlib.contextmanager
+def not_ray() -> Iterator[str]:
+    """The address of a TCP listener that is not Ray: it takes connections and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(listener.accept()[0])
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+        for connection in held:
+            connection.close()
+
+
+def tree(root: Path) -> list[str]:
+    return sorted(str(path.relative_to(root)) for path in root.rglob("*"))
+
+
+def cli_project(tmp_path: Path) -> Path:
+    """A project with a suite, for bundle-evals run; the suite's path."""
+    project = write_project(tmp_path / "project", config())
+    suite = project / "evals" / "suite.json"
+    suite.parent.mkdir(parents=True, exist_ok=True)
+    case = {"id": "c", "prompt": "say hi", "graders": [{"type": "exit", "exitCode": 0}]}
+    suite.write_text(json.dumps({"name": "s", "cases": [case]}), encoding="utf-8")
+    return suite
+
+
+def test_an_address_where_something_else_listens_is_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bundle_server.evals.cli import main
+
+    suite = cli_project(tmp_path)
+    before = tree(tmp_path)
+    out = tmp_path / "out"
+    limit = get_spec().limit("eval-cluster-connect-time")["maximum"] / 1000
+    with not_ray() as address:
+        started = time.monotonic()
+        code = main(["run", str(suite), "--runner", "ray", "--address", address, "--out", str(out)])
+        took = time.monotonic() - started
+    assert code == 2
+    assert took < limit + 5  # the deadline, not Ray's retries for ever
+    err = capsys.readouterr().err
+    assert f"BX4806: {address} does not answer as a Ray cluster" in err
+    assert len(err.strip().splitlines()) == 1  # none of Ray's own warnings
+    assert tree(tmp_path) == before  # no run directory, nothing built
+
+
+def test_kept_workspaces_with_the_ray_runner_are_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bundle_server.evals.cli import main
+
+    suite = cli_project(tmp_path)
+    before = tree(tmp_path)
+    out = tmp_path / "out"
+    args = ["run", str(suite), "--runner", "ray", "--keep-workspaces", "--out", str(out)]
+    assert main(args) == 2
+    assert "workspaces are kept on this machine only" in capsys.readouterr().err
+    assert tree(tmp_path) == before
+    with pytest.raises(ValueError, match="--keep-workspaces is for --runner local"):
+        runner_named("ray", keep_workspaces=True)
+
+
+# -- connecting -------------------------------------------------------------------------------
+
+
+def test_loopback_only_resolves_this_node_to_127_0_0_1_and_is_undone() -> None:
+    import ray
+    import ray._private.ray_constants as constants
+    from ray._private import services
+
+    assert not ray.is_initialized()
+    before = constants.ENABLE_RAY_CLUSTER
+    restore = _ray.loopback_only(ray)
+    try:
+        assert constants.ENABLE_RAY_CLUSTER is False
+        assert services.get_node_ip_address() == "127.0.0.1"
+        assert services.resolve_ip_for_localhost("localhost") == "127.0.0.1"
+    finally:
+        restore()
+    assert constants.ENABLE_RAY_CLUSTER is before
+
+
+def test_a_ray_without_the_loopback_switch_is_refused_naming_its_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ray
+
+    monkeypatch.setattr(_ray, "SWITCH", ("ray._private.ray_constants", "NO_SUCH_SWITCH"))
+    with pytest.raises(EvalClusterUnusable, match=f"Ray {ray.__version__} has no"):
+        _ray.loopback_only(ray)
+
+
+def test_a_process_connected_to_another_cluster_is_not_run_elsewhere() -> None:
+    context = SimpleNamespace(gcs_address="10.0.0.2:6379")
+    ray = SimpleNamespace(is_initialized=lambda: True, get_runtime_context=lambda: context)
+    with pytest.raises(EvalClusterUnusable, match=r"connected to the Ray cluster at 10\.0\.0\.2"):
+        _ray.connect(ray, "10.0.0.1:6379")  # type: ignore[arg-type]
+    assert _ray.connect(ray, "10.0.0.2:6379") is None  # type: ignore[arg-type]
+    assert _ray.connect(ray, "local") is None  # type: ignore[arg-type]
+    assert _ray.same_address("127.0.0.1:6379", "localhost:6379")
+    assert not _ray.same_address("127.0.0.1:6379", "127.0.0.1:6380")

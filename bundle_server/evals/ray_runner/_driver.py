@@ -151,11 +151,11 @@ class Driver:
         try:
             answer = self._ray.get(call)
         except self._lost as error:
-            self._lose(node, dispatch, _first_line(error))
+            self._lose(node, dispatch, _ray.one_line(error))
             return
         except self._ray.exceptions.RayTaskError as error:
             if trial is None:
-                self._refuse(node, _first_line(error))
+                self._refuse(node, _ray.one_line(error))
                 return
             # A failure of the harness on the node (a trial's own failure is a record): it
             # stops the run, as it does on the local runner.
@@ -246,9 +246,3 @@ class Driver:
     def _kill(self, actor: Any) -> None:
         with contextlib.suppress(Exception):  # gone already
             self._ray.kill(actor, no_restart=True)
-
-
-def _first_line(error: BaseException) -> str:
-    """A Ray error in one line: its first, without the traceback Ray appends."""
-    text = str(error).strip().splitlines()
-    return text[0][:500] if text else type(error).__name__

@@ -25,11 +25,11 @@ class RayRunner:
         self.jobs = check_jobs(jobs) if jobs is not None else jobs_bound()[1]
 
     def run(self, trials: Sequence[Trial], work: Work, events: Events) -> None:
-        connected = _ray.connect(self._ray, self.address)
+        disconnect = _ray.connect(self._ray, self.address)
         try:
             # A Ray instance started for this run alone leaves no cache on its node.
-            keep_cache = self.address != _ray.LOCAL or not connected
+            keep_cache = self.address != _ray.LOCAL or disconnect is None
             Driver(self._ray, work, events, self.jobs, keep_cache).run(trials)
         finally:
-            if connected:
-                self._ray.shutdown()
+            if disconnect is not None:
+                disconnect()
