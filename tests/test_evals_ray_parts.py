@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import shutil
 import socket
+import stat
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -22,9 +26,12 @@ from bundle_contract._spec import get_spec
 from bundle_server.evals.ray_runner import _ray
 from bundle_server.evals.ray_runner.dispatch import Dispatch
 from bundle_server.evals.ray_runner.shipment import (
+    Shipment,
     artifact_problems,
+    node_cache,
     pack_artifact,
     pack_suite,
+    private_cache,
     sha256_of,
     unpack,
 )
@@ -326,3 +333,47 @@ def test_a_process_connected_to_another_cluster_is_not_run_elsewhere() -> None:
     assert _ray.connect(ray, "local") is None  # type: ignore[arg-type]
     assert _ray.same_address("127.0.0.1:6379", "localhost:6379")
     assert not _ray.same_address("127.0.0.1:6379", "127.0.0.1:6380")
+
+
+# -- a node's cache -------------------------------------------------------------------------
+
+
+def test_a_nodes_cache_is_this_users_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    cache = node_cache("n1")
+    assert cache.parent.name == f"bundle-evals-ray-{os.getuid()}"
+    cache.parent.mkdir(mode=0o777)
+    cache.parent.chmod(0o777)
+    assert private_cache("n1") == cache
+    for directory in (cache.parent, cache):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(cache.parent)
+    cache.parent.symlink_to(elsewhere)  # made by someone else, leading elsewhere
+    with pytest.raises(OSError, match="symbolic link"):
+        private_cache("n1")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_node_that_fails_to_prepare_in_any_way_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bundle_server.evals.ray_runner import node
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(node, "_fetch", lambda box: b"not a tar archive")
+    shipment = Shipment(
+        host="host_a",
+        model="host",
+        epoch={"id": "ep_0000000000000000"},
+        config={},
+        manifest_digest="sha256:" + "0" * 64,
+        provenance={},
+        suite_digest="sha256:" + "1" * 64,
+        suite_file="suite.json",
+        keep_cache=False,
+    )
+    answer = node.EvalNode("n1").prepare(shipment)
+    assert answer["ok"] is False and answer["why"].startswith("ReadError: ")
+    assert not node_cache("n1").exists()

@@ -33,10 +33,7 @@ from bundle_contract._build import layout
 from bundle_contract._manifest._files import MANIFEST_NAME
 from bundle_contract._manifest._read import inspect_artifact, read_artifact_manifest
 from bundle_server.evals.suite import Suite
-
-# Where a node keeps what it was sent, under the machine's temporary directory: one directory
-# per Ray node id, so that the nodes of a test cluster on one machine keep apart.
-CACHE = "bundle-evals-ray"
+from bundle_server.project.lock import private_directory
 
 
 @dataclass(frozen=True)
@@ -103,7 +100,22 @@ def sha256_of(path: Path) -> str:
 
 
 def node_cache(node_id: str) -> Path:
-    return Path(tempfile.gettempdir()) / CACHE / node_id
+    """Where the node `node_id` keeps what it was sent: runtime.toml [state] eval_node_cache
+    (this user's, under the machine's temporary directory), one directory per Ray node id, so
+    that the nodes of a test cluster on one machine keep apart. `private_cache` makes it."""
+    name = layout().eval_node_cache.format(uid=os.getuid())
+    return Path(tempfile.gettempdir()) / name / node_id
+
+
+def private_cache(node_id: str) -> Path:
+    """`node_cache(node_id)`, made 0700 with its parent, each accepted only as a real directory
+    of this user (not a link, not another's: a node hard-links the files it checked into the
+    epoch it serves, and no one else may swap one after the check)."""
+    cache = node_cache(node_id)
+    for directory in (cache.parent, cache):
+        private_directory(directory, 0o700)
+        directory.chmod(0o700)  # ours: one made before with a wider mode is narrowed
+    return cache
 
 
 def unpack(data: bytes, target: Path) -> None:
@@ -142,10 +154,7 @@ def artifact_problems(root: Path, manifest_digest: str, epoch: Mapping[str, Any]
         return [
             f"{MANIFEST_NAME}: sha256 {_short(found)}, the driver's is {_short(manifest_digest)}"
         ]
-    spec_layout = layout()
-    named = (
-        spec_layout.epoch_prefix + found.removeprefix("sha256:")[: spec_layout.epoch_digest_chars]
-    )
+    named = layout().epoch_id(found)
     if epoch.get("id") != named:
         return [f"{MANIFEST_NAME}: names epoch {named}, the driver sent {epoch.get('id')}"]
     inspection = inspect_artifact(root)
