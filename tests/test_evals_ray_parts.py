@@ -83,6 +83,24 @@ def test_a_lost_node_gives_its_running_trials_back_to_run_next() -> None:
     assert dispatch.complete
 
 
+def test_a_trial_whose_nodes_keep_being_lost_is_given_up_after_its_reruns() -> None:
+    dispatch = Dispatch(trials(2), reruns=2)
+    for node in ("a", "b", "c"):
+        dispatch.add(node, 1)
+    assert [(n, t.index) for n, t in dispatch.assign()] == [("a", 0), ("b", 1)]
+    assert [t.index for t in dispatch.lose("a")] == [0]  # rerun 1
+    assert [(n, t.index) for n, t in dispatch.assign()] == [("c", 0)]
+    assert [t.index for t in dispatch.lose("c")] == [0]  # rerun 2
+    assert dispatch.given_up() == []
+    dispatch.add("d", 1)
+    assert [(n, t.index) for n, t in dispatch.assign()] == [("d", 0)]
+    assert dispatch.lose("d") == []  # lost a third time: no more reruns
+    assert dispatch.given_up() == [(Trial("case", "with", 0), ["a", "c", "d"])]
+    assert dispatch.given_up() == []
+    assert dispatch.finished("b", Trial("case", "with", 1))
+    assert dispatch.complete and dispatch.assign() == []
+
+
 def test_a_trial_is_done_once_whichever_node_answers_first() -> None:
     dispatch = Dispatch(trials(2))
     dispatch.add("a", 1)

@@ -35,7 +35,7 @@ from bundle_server.evals.ray_runner import _ray
 from bundle_server.evals.ray_runner.dispatch import Dispatch
 from bundle_server.evals.ray_runner.shipment import Shipment, pack_artifact, pack_suite
 from bundle_server.evals.runner import Events, Work
-from bundle_server.evals.trial import Trial
+from bundle_server.evals.trial import Trial, error_record
 
 POLL_SECONDS = 0.5  # how often the loop looks at nodes still getting ready, and at ^C
 
@@ -66,7 +66,7 @@ class Driver:
     def run(self, trials: Sequence[Trial]) -> None:
         if not trials:
             return
-        dispatch = Dispatch(trials)
+        dispatch = Dispatch(trials, int(get_spec().limit("eval-trial-reruns")["maximum"]))
         try:
             self._start_nodes(self._ship())
             while not dispatch.complete:
@@ -194,10 +194,22 @@ class Driver:
         if node in self._lost_nodes or node not in self._actors:
             return  # told already, by another of its calls
         back = dispatch.lose(node)
+        given_up = dispatch.given_up()
         self._lost_nodes[node] = why
         self._forget(node)
         again = f"; {len(back)} trial(s) run again on other nodes" if back else ""
+        if given_up:
+            again += f"; {len(given_up)} trial(s) lost a node too often, recorded as errors"
         self._events.node_event(node, "lost", f"{why}{again}")
+        harness = self._work.harness
+        for trial, nodes in given_up:
+            error = (
+                f"the node running it was lost {len(nodes)} times ({', '.join(nodes)}), more"
+                f" than eval-trial-reruns allows: the trial may be what takes its node down;"
+                f" the last: {why}"
+            )
+            record = error_record(trial, harness.host, self._work.provenance, error)
+            self._events.done(trial, record, node)
 
     def _forget(self, node: str) -> None:
         """No more of the node's answers: its calls are dropped and its actor killed."""
