@@ -5,6 +5,7 @@ names its runner and its cluster. tests/test_evals_ray.py runs them on a real cl
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
@@ -395,3 +396,25 @@ def test_a_node_that_fails_to_prepare_in_any_way_leaves_nothing(
     answer = node.EvalNode("n1").prepare(shipment)
     assert answer["ok"] is False and answer["why"].startswith("ReadError: ")
     assert not node_cache("n1").exists()
+
+
+# -- progress -------------------------------------------------------------------------------
+
+
+def test_a_node_event_carries_the_runs_counts_and_skips_a_progress_without_nodes() -> None:
+    from bundle_contract._validation import validate
+    from bundle_server.evals.progress import Fanout, NdjsonProgress
+
+    class Before:
+        """A progress written before runners named nodes: no node_event."""
+
+        def run_started(self, run_id: str, done: int, total: int, workbench: str) -> None:
+            pass
+
+    stream = io.StringIO()
+    Fanout([Before(), NdjsonProgress(stream)]).node_event(  # type: ignore[list-item]
+        "er_0123456789abcdef", "127.0.0.1/abcdef01", "lost", "gone", 3, 6
+    )
+    event = json.loads(stream.getvalue())
+    validate("EvalProgress.json", event)
+    assert (event["type"], event["done"], event["total"]) == ("node.lost", 3, 6)

@@ -372,7 +372,8 @@ class _RunEvents:
 
     def node_event(self, node: str, event: str, message: str) -> None:
         with self._lock:
-            self._told.node_event(self._record["runId"], node, event, message)
+            done = len(self._record["results"])
+            self._told.node_event(self._record["runId"], node, event, message, done, self._total)
 
     def stop(self) -> None:
         with self._lock:
