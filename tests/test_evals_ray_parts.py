@@ -29,6 +29,7 @@ from bundle_server.evals.ray_runner.dispatch import Dispatch
 from bundle_server.evals.ray_runner.shipment import (
     Shipment,
     artifact_problems,
+    bounded,
     node_cache,
     pack_artifact,
     pack_suite,
@@ -171,6 +172,13 @@ def test_a_copy_of_another_build_is_refused_by_its_manifest(
     assert artifact_problems(copy, other, epoch[1])[0].startswith("bundle.manifest.json: sha256")
     digest = sha256_of(epoch[0] / "bundle.manifest.json")
     assert "names epoch" in artifact_problems(copy, digest, {"id": "ep_0000000000000000"})[0]
+
+
+def test_an_archive_larger_than_a_run_sends_is_refused_naming_its_size() -> None:
+    assert bounded("epoch ep_x", b"x" * 10, maximum=10) == b"x" * 10
+    with pytest.raises(EvalClusterUnusable, match=r"epoch ep_x is 0\.0 MiB packed, more than"):
+        bounded("epoch ep_x", b"x" * 11, maximum=10)
+    assert get_spec().limit("eval-shipment-bytes")["maximum"] == 64 << 20
 
 
 def test_the_suite_travels_with_its_fixtures_and_keeps_its_digest(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ from bundle_contract._generated.errors import EvalClusterUnusable
 from bundle_contract._spec import get_spec
 from bundle_server.evals.ray_runner import _ray
 from bundle_server.evals.ray_runner.dispatch import Dispatch
-from bundle_server.evals.ray_runner.shipment import Shipment, pack_artifact, pack_suite
+from bundle_server.evals.ray_runner.shipment import Shipment, bounded, pack_artifact, pack_suite
 from bundle_server.evals.runner import Events, Work
 from bundle_server.evals.trial import Trial, error_record
 
@@ -104,7 +104,8 @@ class Driver:
         epoch = (harness.server.status().get("artifact") or {}).get("activeEpoch")
         artifact: list[Any] = []
         if project is not None and adopted is not None and epoch and epoch["id"] == adopted[0]:
-            artifact = [self._ray.put(pack_artifact(project.epochs / epoch["id"]))]
+            packed = bounded(f"epoch {epoch['id']}", pack_artifact(project.epochs / epoch["id"]))
+            artifact = [self._put(packed)]
         else:
             epoch, adopted = None, None  # a bare project: trials of the without arm only
         return Shipment(
@@ -119,9 +120,24 @@ class Driver:
             host_overrides=dict(harness.host_overrides),
             host_executables=dict(harness.host_executables),
             artifact=artifact,
-            suite_archive=[self._ray.put(pack_suite(self._work.suite))],
+            suite_archive=[
+                self._put(
+                    bounded(f"the suite {self._work.suite.path}", pack_suite(self._work.suite))
+                )
+            ],
             keep_cache=self._keep_cache,
         )
+
+    def _put(self, data: bytes) -> Any:
+        try:
+            return self._ray.put(data)
+        except self._ray.exceptions.ObjectStoreFullError:
+            raise EvalClusterUnusable(
+                f"the Ray object store has no room for {len(data)} bytes of the run's epoch and"
+                " suite: free it, or give the driver's node a larger one (ray start"
+                " --object-store-memory)",
+                {"bytes": len(data)},
+            ) from None
 
     def _start_nodes(self, shipment: Shipment) -> None:
         actor_class = _ray.actor_class(self._ray)

@@ -30,8 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from bundle_contract._build import layout
+from bundle_contract._generated.errors import EvalClusterUnusable
 from bundle_contract._manifest._files import MANIFEST_NAME
 from bundle_contract._manifest._read import inspect_artifact, read_artifact_manifest
+from bundle_contract._spec import get_spec
 from bundle_server.evals.suite import Suite
 from bundle_server.project.lock import private_directory
 
@@ -82,6 +84,24 @@ def pack_suite(suite: Suite) -> bytes:
             if not path.is_symlink() and (path.is_file() or path.is_dir()):
                 entries.append((path.relative_to(base).as_posix(), path))
     return _tar(entries)
+
+
+def bounded(what: str, data: bytes, maximum: int | None = None) -> bytes:
+    """`data`, unless it is larger than eval-shipment-bytes (or `maximum`): then
+    EvalClusterUnusable naming `what` and its size, rather than Ray's object store full."""
+    if maximum is None:
+        maximum = int(get_spec().limit("eval-shipment-bytes")["maximum"])
+    if len(data) > maximum:
+        raise EvalClusterUnusable(
+            f"{what} is {_mib(len(data))} packed, more than a Ray run sends its nodes"
+            f" (eval-shipment-bytes, {_mib(maximum)}): slim it, or run with --runner local",
+            {"bytes": len(data), "maximum": maximum},
+        )
+    return data
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"
 
 
 def _tar(entries: Iterable[tuple[str, Path]]) -> bytes:
