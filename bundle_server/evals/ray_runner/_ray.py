@@ -5,13 +5,17 @@ and a usage error never pay for it (or need it).
 
 Connecting: to the cluster at the address given (or RAY_ADDRESS); without one, to a Ray
 instance started for the run on this machine alone (never to whatever `ray start` last left
-running: a run goes where it is told). Ray is kept quiet and on loopback where it can be: no
-usage statistics (RAY_USAGE_STATS_ENABLED=0), no web dashboard for an instance started here
-(its per-node agents are Ray's own and cannot be turned off in 2.60; they listen on the node's
-address, 127.0.0.1 here), no worker logs streamed into the driver's stderr (which carries the
-run's NDJSON progress). A cluster at a loopback address is joined as a node at 127.0.0.1:
-Ray would otherwise swap a loopback address for this machine's network address, where such a
-cluster does not listen.
+running: a run goes where it is told). A cluster's address is checked when the runner is made,
+before anything is built or written (`reachable`): its GCS must answer within
+eval-cluster-connect-time, asked in a process of its own that is killed at the deadline, since
+ray.init itself retries a wrong address for ever. Ray is kept quiet and on loopback where it
+can be: no usage statistics unless the user's RAY_USAGE_STATS_ENABLED says otherwise, no web
+dashboard for an instance started here (its per-node agents are Ray's own and cannot be turned
+off in 2.60; they listen on the node's address, 127.0.0.1 here), no worker logs streamed into
+the driver's stderr (which carries the run's NDJSON progress). A cluster at a loopback
+address is joined as a node at 127.0.0.1: Ray would otherwise swap a loopback address for this
+machine's network address, where such a cluster does not listen (`loopback_only`: a switch of
+Ray's own, checked to exist and put back when the run leaves the cluster).
 """
 
 from __future__ import annotations
