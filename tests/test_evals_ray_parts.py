@@ -19,6 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from _evals import opt_ins
 from _projects import config, write_project
 
 from bundle_contract._build import build_project
@@ -426,3 +427,23 @@ def test_a_node_event_carries_the_runs_counts_and_skips_a_progress_without_nodes
     event = json.loads(stream.getvalue())
     validate("EvalProgress.json", event)
     assert (event["type"], event["done"], event["total"]) == ("node.lost", 3, 6)
+
+
+def test_a_cluster_that_cannot_be_joined_leaves_no_run_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bundle_server.evals import EvalHarness, RayRunner
+
+    def refuse(ray: object, address: str) -> None:
+        raise EvalClusterUnusable("cannot reach the Ray cluster started here: no", {})
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(_ray, "connect", refuse)
+    suite = cli_project(tmp_path)
+    out = tmp_path / "out"
+    with (
+        EvalHarness(suite.parents[1], host_env=opt_ins()) as harness,
+        pytest.raises(EvalClusterUnusable, match="cannot reach"),
+    ):
+        harness.run(suite, out, runner=RayRunner(), arms=["without"])
+    assert not out.exists()

@@ -211,7 +211,29 @@ class EvalHarness:
         if self.keep_workspaces and not getattr(runner, "keeps_workspaces", True):
             # Refused before anything is written (bundle-evals refuses it sooner still).
             raise ValueError(refused_workspaces(getattr(runner, "name", type(runner).__name__)))
-        out = Path(out)
+        # A runner that joins something (a Ray cluster) does so before anything is written:
+        # one that cannot leaves no run directory behind. It leaves again however this ends.
+        connect = getattr(runner, "connect", None)
+        if callable(connect):
+            connect()
+        try:
+            return self._run(suite, Path(out), trials, arms, jobs, runner, progress, formats)
+        finally:
+            close = getattr(runner, "close", None)
+            if callable(close):
+                close()
+
+    def _run(
+        self,
+        suite: Suite,
+        out: Path,
+        trials: int | None,
+        arms: Sequence[str] | None,
+        jobs: int,
+        runner: Runner,
+        progress: Progress | None,
+        formats: Iterable[str],
+    ) -> dict[str, Any]:
         out.mkdir(parents=True, exist_ok=True)
         record = self._start_record(
             suite, out, trials, arms, getattr(runner, "jobs", jobs), getattr(runner, "name", None)
