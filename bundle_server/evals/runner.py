@@ -58,7 +58,9 @@ class Events(Protocol):
 
 
 class Runner(Protocol):
-    """Runs trials; `events.done` hears each record once it finishes."""
+    """Runs trials; `events.done` hears each record once it finishes. A runner that joins
+    something to run them (`RayRunner`: a cluster) may have `connect()`, which the harness calls
+    before it writes anything, and `close()`, which it calls when the run ends, however."""
 
     def run(self, trials: Sequence[Trial], work: Work, events: Events) -> None: ...
 
