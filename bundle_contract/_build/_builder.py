@@ -315,8 +315,7 @@ def _write_artifact(
         for why in p.unreachable
     ]
     epoch: dict[str, Any] = {
-        "id": spec_layout.epoch_prefix
-        + hashlib.sha256(manifest_bytes).hexdigest()[: spec_layout.epoch_digest_chars],
+        "id": spec_layout.epoch_id(hashlib.sha256(manifest_bytes).hexdigest()),
         "configDigest": _digest_json(config),
         "modelDigest": _digest_json(model),
         "projectRevision": source_revision,

@@ -42,7 +42,13 @@ class Layout:
     process_records: str  # inside the state directory: one record per process unit (fallback)
     notice_journal: str  # inside the state directory: the notice ledger's journal
     doctor_reports: str  # inside the state directory: each host's last doctor report
+    eval_node_cache: str  # under the temporary directory: a Ray node's cache, one per user
     state_variable: str
+
+    def epoch_id(self, manifest_sha256: str) -> str:
+        """The id of the epoch whose bundle.manifest.json has this sha256 (hex, or
+        "sha256:<hex>"): the same content is the same epoch."""
+        return self.epoch_prefix + manifest_sha256.removeprefix("sha256:")[: self.epoch_digest_chars]
 
     def plugin_dir(self, host: str) -> str:
         """The artifact-relative plugin directory of one host kind, e.g. `hosts/host_a`."""
@@ -111,5 +117,6 @@ def layout() -> Layout:
         process_records=state["process_records"],
         notice_journal=state["notice_journal"],
         doctor_reports=state["doctor_reports"],
+        eval_node_cache=state["eval_node_cache"],
         state_variable=spec.variable("state-root"),
     )

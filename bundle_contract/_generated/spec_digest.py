@@ -1,3 +1,3 @@
 """The digest of the spec files `bundle-contract generate` checked (see _spec.py)."""
 
-CHECKED = "76ea2bdfd99746c49f86f73a1feff98443ed53df1ac2fba5c0b5d85b7b7d1e9d"
+CHECKED = "f882d8f684e9559ffaafd46e48c746d3a29c285f808b0ad211ba58204719b6bf"

@@ -86,7 +86,7 @@ def run_evals(
     checked = load_suite(suite)
     # Made first: a runner whose extra is missing is refused before any server starts.
     if runner is None or isinstance(runner, str):
-        runner = runner_named(runner or "local", jobs, address)
+        runner = runner_named(runner or "local", jobs, address, bool(keep_workspaces))
     with EvalHarness(
         project or project_of(checked.path),
         host=host or checked.setting("host"),

@@ -178,8 +178,10 @@ def command_run(args: argparse.Namespace) -> int:
     from bundle_server.evals.suite import load_suite
 
     suite = load_suite(args.suite)
-    # Before the server starts: a runner whose extra is missing is a usage error at once.
-    runner = runner_named(args.runner or "local", args.jobs, args.address)
+    # Before the server starts (nothing built, nothing written): a runner whose extra is
+    # missing, a cluster that does not answer as one, kept workspaces on another machine
+    # are usage errors at once.
+    runner = runner_named(args.runner or "local", args.jobs, args.address, args.keep_workspaces)
     project = args.project or project_of(args.suite)
     host = args.host or suite.setting("host")
     out = args.out or (

@@ -62,7 +62,7 @@ from bundle_server.evals import rundir
 from bundle_server.evals.batch import refuses_root
 from bundle_server.evals.progress import Fanout, Progress, TraceProgress
 from bundle_server.evals.reports import write_reports
-from bundle_server.evals.runner import LocalRunner, Runner, Work
+from bundle_server.evals.runner import LocalRunner, Runner, Work, refused_workspaces
 from bundle_server.evals.stats import summarize
 from bundle_server.evals.suite import Suite, load_suite
 from bundle_server.evals.trial import Trial, TrialEnv, run_trial
@@ -207,15 +207,34 @@ class EvalHarness:
     ) -> dict[str, Any]:
         """Run (or resume) `suite` into the directory `out`; the completed EvalRun record."""
         suite = suite if isinstance(suite, Suite) else load_suite(suite)
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
         runner = runner or LocalRunner(jobs)
         if self.keep_workspaces and not getattr(runner, "keeps_workspaces", True):
-            name = getattr(runner, "name", type(runner).__name__)
-            raise ValueError(
-                f"workspaces are kept on this machine only: the {name} runner runs trials on"
-                " others (--keep-workspaces is for --runner local)"
-            )
+            # Refused before anything is written (bundle-evals refuses it sooner still).
+            raise ValueError(refused_workspaces(getattr(runner, "name", type(runner).__name__)))
+        # A runner that joins something (a Ray cluster) does so before anything is written:
+        # one that cannot leaves no run directory behind. It leaves again however this ends.
+        connect = getattr(runner, "connect", None)
+        if callable(connect):
+            connect()
+        try:
+            return self._run(suite, Path(out), trials, arms, jobs, runner, progress, formats)
+        finally:
+            close = getattr(runner, "close", None)
+            if callable(close):
+                close()
+
+    def _run(
+        self,
+        suite: Suite,
+        out: Path,
+        trials: int | None,
+        arms: Sequence[str] | None,
+        jobs: int,
+        runner: Runner,
+        progress: Progress | None,
+        formats: Iterable[str],
+    ) -> dict[str, Any]:
+        out.mkdir(parents=True, exist_ok=True)
         record = self._start_record(
             suite, out, trials, arms, getattr(runner, "jobs", jobs), getattr(runner, "name", None)
         )
@@ -375,7 +394,8 @@ class _RunEvents:
 
     def node_event(self, node: str, event: str, message: str) -> None:
         with self._lock:
-            self._told.node_event(self._record["runId"], node, event, message)
+            done = len(self._record["results"])
+            self._told.node_event(self._record["runId"], node, event, message, done, self._total)
 
     def stop(self) -> None:
         with self._lock:

@@ -39,7 +39,9 @@ class Progress(Protocol):
         node: str | None = None,
     ) -> None: ...
 
-    def node_event(self, run_id: str, node: str, event: str, message: str) -> None: ...
+    def node_event(
+        self, run_id: str, node: str, event: str, message: str, done: int, total: int
+    ) -> None: ...
 
     def run_finished(self, run_id: str, done: int, total: int) -> None: ...
 
@@ -83,10 +85,11 @@ class NdjsonProgress:
             | {"status": record["status"]}
         )
 
-    def node_event(self, run_id: str, node: str, event: str, message: str) -> None:
-        # done and total are the run's, which a node event does not move: 0 says nothing.
+    def node_event(
+        self, run_id: str, node: str, event: str, message: str, done: int, total: int
+    ) -> None:
         self._emit(
-            {"type": f"node.{event}", "runId": run_id, "done": 0, "total": 0}
+            {"type": f"node.{event}", "runId": run_id, "done": done, "total": total}
             | {"node": node, "message": message}
         )
 
@@ -136,10 +139,12 @@ class BarProgress:
         self._statuses[record["status"]] += 1
         self._draw(done, total)
 
-    def node_event(self, run_id: str, node: str, event: str, message: str) -> None:
+    def node_event(
+        self, run_id: str, node: str, event: str, message: str, done: int, total: int
+    ) -> None:
         # On a line of its own, above the bar, which is then drawn again as it was.
         self._stream.write(f"\r\x1b[Knode {node} {event}: {message}\n")
-        self._stream.flush()
+        self._draw(done, total)
 
     def run_finished(self, run_id: str, done: int, total: int) -> None:
         self._draw(done, total, "\n")
@@ -194,7 +199,9 @@ class TraceProgress:
             details=_of(trial, node),
         )
 
-    def node_event(self, run_id: str, node: str, event: str, message: str) -> None:
+    def node_event(
+        self, run_id: str, node: str, event: str, message: str, done: int, total: int
+    ) -> None:
         self._publish(
             f"eval.node.{event}",
             f"node {node} {event}: {message}",
@@ -241,9 +248,13 @@ class Fanout:
             else:
                 member.trial_finished(run_id, trial, record, done, total, node)
 
-    def node_event(self, run_id: str, node: str, event: str, message: str) -> None:
+    def node_event(
+        self, run_id: str, node: str, event: str, message: str, done: int, total: int
+    ) -> None:
         for member in self._members:
-            member.node_event(run_id, node, event, message)
+            told = getattr(member, "node_event", None)  # a progress written before nodes
+            if told is not None:
+                told(run_id, node, event, message, done, total)
 
     def run_finished(self, run_id: str, done: int, total: int) -> None:
         for member in self._members:

@@ -58,7 +58,9 @@ class Events(Protocol):
 
 
 class Runner(Protocol):
-    """Runs trials; `events.done` hears each record once it finishes."""
+    """Runs trials; `events.done` hears each record once it finishes. A runner that joins
+    something to run them (`RayRunner`: a cluster) may have `connect()`, which the harness calls
+    before it writes anything, and `close()`, which it calls when the run ends, however."""
 
     def run(self, trials: Sequence[Trial], work: Work, events: Events) -> None: ...
 
@@ -114,12 +116,29 @@ FACTORIES: dict[str, Callable[[int | None, str | None], Runner]] = {
 }
 
 
-def runner_named(name: str, jobs: int | None = None, address: str | None = None) -> Runner:
-    """The runner called `name` (local, ray); `address` (a Ray cluster's) is for ray alone.
-    ValueError for another name or a misplaced address; EvalRunnerMissing when the runner's
-    extra is not installed."""
+def runner_named(
+    name: str, jobs: int | None = None, address: str | None = None, keep_workspaces: bool = False
+) -> Runner:
+    """The runner called `name` (local, ray); `address` (a Ray cluster's) is for ray alone,
+    and so are kept workspaces for local alone (a Ray run's trials run on other machines).
+    ValueError for another name, a misplaced address or kept workspaces; EvalRunnerMissing
+    when the runner's extra is not installed."""
     if name not in FACTORIES:
         raise ValueError(f"runner must be one of {', '.join(FACTORIES)}, not {name!r}")
     if address is not None and name != "ray":
         raise ValueError(f"an address is for the ray runner, not {name}")
+    if keep_workspaces and name not in KEEPS_WORKSPACES:
+        raise ValueError(refused_workspaces(name))
     return FACTORIES[name](jobs, address)
+
+
+# The runners whose trials run on this machine, where their workspaces can be kept.
+KEEPS_WORKSPACES = ("local",)
+
+
+def refused_workspaces(name: str) -> str:
+    """Why the runner `name` cannot keep workspaces."""
+    return (
+        f"workspaces are kept on this machine only: the {name} runner runs trials on"
+        " others (--keep-workspaces is for --runner local)"
+    )

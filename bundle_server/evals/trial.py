@@ -102,20 +102,31 @@ def bundle_skills(plugin: str | None, skills: Iterable[str] | None) -> list[str]
     return [f"{plugin}:{skill}" if plugin else skill for skill in skills]
 
 
-def run_trial(env: TrialEnv, trial: Trial) -> dict[str, Any]:
-    """The EvalTrial record of `trial`; never raises for the trial's own failures."""
-    case = env.suite.case(trial.case_id)
+def error_record(
+    trial: Trial, host: str, provenance: Mapping[str, Any], error: str | None = None
+) -> dict[str, Any]:
+    """The EvalTrial record of `trial` that ended in error before it was graded (`error`:
+    why, when known already)."""
     record: dict[str, Any] = {
         "caseId": trial.case_id,
         "arm": trial.arm,
         "index": trial.index,
-        "host": env.host,
+        "host": host,
         "status": "error",
         "startedAt": utc_timestamp(),
         "durationMs": 0.0,
-        "provenance": dict(env.provenance),
+        "provenance": dict(provenance),
         "verdicts": [],
     }
+    if error is not None:
+        record["error"] = clip(error)
+    return record
+
+
+def run_trial(env: TrialEnv, trial: Trial) -> dict[str, Any]:
+    """The EvalTrial record of `trial`; never raises for the trial's own failures."""
+    case = env.suite.case(trial.case_id)
+    record = error_record(trial, env.host, env.provenance)
     workspace = Path(
         tempfile.mkdtemp(
             prefix=f"{trial.case_id[:40]}-{trial.arm}-{trial.index}-", dir=env.workspaces

@@ -33,9 +33,9 @@ from bundle_contract._generated.errors import EvalClusterUnusable
 from bundle_contract._spec import get_spec
 from bundle_server.evals.ray_runner import _ray
 from bundle_server.evals.ray_runner.dispatch import Dispatch
-from bundle_server.evals.ray_runner.shipment import Shipment, pack_artifact, pack_suite
+from bundle_server.evals.ray_runner.shipment import Shipment, bounded, pack_artifact, pack_suite
 from bundle_server.evals.runner import Events, Work
-from bundle_server.evals.trial import Trial
+from bundle_server.evals.trial import Trial, error_record
 
 POLL_SECONDS = 0.5  # how often the loop looks at nodes still getting ready, and at ^C
 
@@ -66,7 +66,7 @@ class Driver:
     def run(self, trials: Sequence[Trial]) -> None:
         if not trials:
             return
-        dispatch = Dispatch(trials)
+        dispatch = Dispatch(trials, int(get_spec().limit("eval-trial-reruns")["maximum"]))
         try:
             self._start_nodes(self._ship())
             while not dispatch.complete:
@@ -104,7 +104,8 @@ class Driver:
         epoch = (harness.server.status().get("artifact") or {}).get("activeEpoch")
         artifact: list[Any] = []
         if project is not None and adopted is not None and epoch and epoch["id"] == adopted[0]:
-            artifact = [self._ray.put(pack_artifact(project.epochs / epoch["id"]))]
+            packed = bounded(f"epoch {epoch['id']}", pack_artifact(project.epochs / epoch["id"]))
+            artifact = [self._put(packed)]
         else:
             epoch, adopted = None, None  # a bare project: trials of the without arm only
         return Shipment(
@@ -119,9 +120,24 @@ class Driver:
             host_overrides=dict(harness.host_overrides),
             host_executables=dict(harness.host_executables),
             artifact=artifact,
-            suite_archive=[self._ray.put(pack_suite(self._work.suite))],
+            suite_archive=[
+                self._put(
+                    bounded(f"the suite {self._work.suite.path}", pack_suite(self._work.suite))
+                )
+            ],
             keep_cache=self._keep_cache,
         )
+
+    def _put(self, data: bytes) -> Any:
+        try:
+            return self._ray.put(data)
+        except self._ray.exceptions.ObjectStoreFullError:
+            raise EvalClusterUnusable(
+                f"the Ray object store has no room for {len(data)} bytes of the run's epoch and"
+                " suite: free it, or give the driver's node a larger one (ray start"
+                " --object-store-memory)",
+                {"bytes": len(data)},
+            ) from None
 
     def _start_nodes(self, shipment: Shipment) -> None:
         actor_class = _ray.actor_class(self._ray)
@@ -151,11 +167,11 @@ class Driver:
         try:
             answer = self._ray.get(call)
         except self._lost as error:
-            self._lose(node, dispatch, _first_line(error))
+            self._lose(node, dispatch, _ray.one_line(error))
             return
         except self._ray.exceptions.RayTaskError as error:
             if trial is None:
-                self._refuse(node, _first_line(error))
+                self._refuse(node, _ray.one_line(error))
                 return
             # A failure of the harness on the node (a trial's own failure is a record): it
             # stops the run, as it does on the local runner.
@@ -194,10 +210,22 @@ class Driver:
         if node in self._lost_nodes or node not in self._actors:
             return  # told already, by another of its calls
         back = dispatch.lose(node)
+        given_up = dispatch.given_up()
         self._lost_nodes[node] = why
         self._forget(node)
         again = f"; {len(back)} trial(s) run again on other nodes" if back else ""
+        if given_up:
+            again += f"; {len(given_up)} trial(s) lost a node too often, recorded as errors"
         self._events.node_event(node, "lost", f"{why}{again}")
+        harness = self._work.harness
+        for trial, nodes in given_up:
+            error = (
+                f"the node running it was lost {len(nodes)} times ({', '.join(nodes)}), more"
+                f" than eval-trial-reruns allows: the trial may be what takes its node down;"
+                f" the last: {why}"
+            )
+            record = error_record(trial, harness.host, self._work.provenance, error)
+            self._events.done(trial, record, node)
 
     def _forget(self, node: str) -> None:
         """No more of the node's answers: its calls are dropped and its actor killed."""
@@ -246,9 +274,3 @@ class Driver:
     def _kill(self, actor: Any) -> None:
         with contextlib.suppress(Exception):  # gone already
             self._ray.kill(actor, no_restart=True)
-
-
-def _first_line(error: BaseException) -> str:
-    """A Ray error in one line: its first, without the traceback Ray appends."""
-    text = str(error).strip().splitlines()
-    return text[0][:500] if text else type(error).__name__

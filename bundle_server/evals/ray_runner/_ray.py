@@ -5,23 +5,32 @@ and a usage error never pay for it (or need it).
 
 Connecting: to the cluster at the address given (or RAY_ADDRESS); without one, to a Ray
 instance started for the run on this machine alone (never to whatever `ray start` last left
-running: a run goes where it is told). Ray is kept quiet and on loopback where it can be: no
-usage statistics (RAY_USAGE_STATS_ENABLED=0), no web dashboard for an instance started here
-(its per-node agents are Ray's own and cannot be turned off in 2.60; they listen on the node's
-address, 127.0.0.1 here), no worker logs streamed into the driver's stderr (which carries the
-run's NDJSON progress). A cluster at a loopback address is joined as a node at 127.0.0.1:
-Ray would otherwise swap a loopback address for this machine's network address, where such a
-cluster does not listen.
+running: a run goes where it is told). A cluster's address is checked when the runner is made,
+before anything is built or written (`reachable`): its GCS must answer within
+eval-cluster-connect-time, asked in a process of its own that is killed at the deadline, since
+ray.init itself retries a wrong address for ever. Ray is kept quiet and on loopback where it
+can be: no usage statistics unless the user's RAY_USAGE_STATS_ENABLED says otherwise, no web
+dashboard for an instance started here (its per-node agents are Ray's own and cannot be turned
+off in 2.60; they listen on the node's address, 127.0.0.1 here), no worker logs streamed into
+the driver's stderr (which carries the run's NDJSON progress). A cluster at a loopback
+address is joined as a node at 127.0.0.1: Ray would otherwise swap a loopback address for this
+machine's network address, where such a cluster does not listen (`loopback_only`: a switch of
+Ray's own, checked to exist and put back when the run leaves the cluster).
 """
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import logging
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
+import time
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -69,19 +78,25 @@ def resolve(address: str | None) -> str:
     return address
 
 
-def connect(ray: ModuleType, address: str) -> bool:
+def connect(ray: ModuleType, address: str) -> Callable[[], None] | None:
     """Join the cluster at `address` (`resolve`d; "local": a Ray instance started here for
-    the run); False when this process was connected already (its caller's connection, which
-    is used and left as it is)."""
+    the run); what leaves it again (ray.shutdown, and Ray's settings put back as they were),
+    or None when this process was connected already: its caller's connection, used and left
+    as it is, which must be to the cluster asked for (EvalClusterUnusable otherwise)."""
     if ray.is_initialized():
-        return False
+        connected = ray.get_runtime_context().gcs_address
+        if address != LOCAL and not same_address(connected, address):
+            raise EvalClusterUnusable(
+                f"this process is connected to the Ray cluster at {connected}, not {address}:"
+                " disconnect first (ray.shutdown()) or give its address",
+                {"address": address},
+            )
+        return None
+    # A user's own RAY_USAGE_STATS_ENABLED wins; unset, no usage statistics are sent.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
+    restore = loopback_only(ray) if loopback(address) else (lambda: None)
     if loopback(address):
-        # Ray reads this when it resolves a loopback address to this node's (see above).
-        import ray._private.ray_constants as constants
-
-        constants.ENABLE_RAY_CLUSTER = False
         options["_node_ip_address"] = "127.0.0.1"
     if address == LOCAL:
         options["include_dashboard"] = False
@@ -91,18 +106,67 @@ def connect(ray: ModuleType, address: str) -> bool:
     try:
         ray.init(address=address, **options)
     except (ConnectionError, RuntimeError, ValueError) as error:
+        restore()
         where = "started here" if address == LOCAL else f"at {address}"
         raise EvalClusterUnusable(
-            f"cannot reach the Ray cluster {where}: {_one_line(error)}", {"address": address}
+            f"cannot reach the Ray cluster {where}: {one_line(error)}", {"address": address}
         ) from None
+    except BaseException:
+        restore()
+        raise
     if callable(kept) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, kept)
-    return True
+
+    def disconnect() -> None:
+        try:
+            ray.shutdown()
+        finally:
+            restore()
+
+    return disconnect
+
+
+# What `loopback_only` sets: Ray's switch between a cluster's network address and loopback.
+SWITCH = ("ray._private.ray_constants", "ENABLE_RAY_CLUSTER")
+
+
+def loopback_only(ray: ModuleType) -> Callable[[], None]:
+    """Have Ray take 127.0.0.1 for this node's address (it reads ray_constants'
+    ENABLE_RAY_CLUSTER when it resolves a loopback address: see the module docstring); what
+    puts the setting back. EvalClusterUnusable naming Ray's version when this Ray has no such
+    setting (a Ray this runner was not made for: the setting would silently do nothing)."""
+    module_name, attribute = SWITCH
+    module = importlib.import_module(module_name)
+    if not hasattr(module, attribute):
+        raise EvalClusterUnusable(
+            f"Ray {getattr(ray, '__version__', '?')} has no {module_name}.{attribute}, which"
+            " keeps a run on loopback on 127.0.0.1: use the Ray version bundle-devkit[ray]"
+            " pins",
+            {"address": LOCAL},
+        )
+    before = getattr(module, attribute)
+    setattr(module, attribute, False)
+    return lambda: setattr(module, attribute, before)
+
+
+def same_address(one: str, other: str) -> bool:
+    """Whether two HOST:PORT addresses name the same place (a loopback host is any other)."""
+    (host_a, _, port_a), (host_b, _, port_b) = one.rpartition(":"), other.rpartition(":")
+    if port_a != port_b:
+        return False
+    if loopback(one) and loopback(other):
+        return True
+    try:
+        return socket.gethostbyname(host_a.strip("[]")) == socket.gethostbyname(host_b.strip("[]"))
+    except OSError:
+        return host_a == host_b
 
 
 def reachable(address: str) -> None:
-    """EvalClusterUnusable unless something listens at `address` (host:port) within
-    eval-cluster-connect-time: ray.init retries an address where nothing listens for ever."""
+    """EvalClusterUnusable unless a Ray cluster's GCS answers at `address` (host:port) within
+    eval-cluster-connect-time: ray.init retries for ever an address where nothing listens, or
+    where something that is not Ray does (writing Ray's warnings onto stderr meanwhile). The
+    GCS is asked in a process of its own, killed at the deadline, its output kept apart."""
     if "://" in address:
         raise EvalClusterUnusable(
             f"{address}: give the cluster's HOST:PORT (Ray Client addresses are not used: run"
@@ -113,6 +177,7 @@ def reachable(address: str) -> None:
     if not host or not port.isdigit():
         raise EvalClusterUnusable(f"{address}: not a HOST:PORT address", {"address": address})
     seconds = get_spec().limit("eval-cluster-connect-time")["maximum"] / 1000
+    deadline = time.monotonic() + seconds
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=seconds).close()
     except OSError as error:
@@ -120,10 +185,46 @@ def reachable(address: str) -> None:
             f"cannot reach the Ray cluster at {address}: {error.strerror or error}",
             {"address": address},
         ) from None
+    left = max(deadline - time.monotonic(), 0.1)
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", _PROBE, address, str(int(left * 1000))],
+            capture_output=True,
+            text=True,
+            timeout=left,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        raise EvalClusterUnusable(
+            f"{address} does not answer as a Ray cluster (its GCS) within {seconds:g} s:"
+            " is it the head node's GCS port (6379 by default)?",
+            {"address": address},
+        ) from None
+    if probe.returncode != 0:
+        said = [line for line in probe.stderr.splitlines() if line.strip()]
+        raise EvalClusterUnusable(
+            f"{address} does not answer as a Ray cluster (its GCS):"
+            f" {one_line(said[-1] if said else f'exit {probe.returncode}')}",
+            {"address": address},
+        )
 
 
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())[:500]
+# Run by `reachable` in a process of its own: the GCS at argv[1] asked for its cluster id.
+_PROBE = """
+import sys
+from ray._raylet import InnerGcsClient
+InnerGcsClient.standalone(sys.argv[1], None, int(sys.argv[2]))
+"""
+
+
+def one_line(error: BaseException | str) -> str:
+    """An error in one line of at most 500 characters: its first, without the traceback Ray
+    appends to its own."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__ if isinstance(error, BaseException) else ""
+    return " ".join(lines[0].split())[:500]
 
 
 def actor_class(ray: ModuleType) -> Any:

@@ -4,8 +4,9 @@ without Ray (sans-IO), so that its rules hold whatever the cluster does.
 - Trials wait in the run's order. Each free slot takes the next one, the node with the most
   free slots first, so a run spreads over every node rather than filling the first.
 - A node that is lost gives its running trials back to the front of the queue: they run next,
-  on the nodes that are left. A trial that failed on its own came back with a record and is
-  never run again.
+  on the nodes that are left, each at most `reruns` times (eval-trial-reruns); a trial lost
+  once more is given up (`given_up`: the driver records it as an error). A trial that failed
+  on its own came back with a record and is never run again.
 - A trial is done once, by its key (case, arm, index): a second record of it (a node thought
   lost that answered after all, its trial having run again elsewhere) is not one to keep.
 """
@@ -32,11 +33,14 @@ class _Node:
 class Dispatch:
     """The trials of one run over the nodes that are ready for them."""
 
-    def __init__(self, trials: Sequence[Trial]) -> None:
+    def __init__(self, trials: Sequence[Trial], reruns: int | None = None) -> None:
         self._order = {trial.key: number for number, trial in enumerate(trials)}
         self._queue = deque(trials)
         self._nodes: dict[str, _Node] = {}
         self._done: set[tuple[str, str, int]] = set()
+        self._reruns = reruns  # None: no bound
+        self._lost: dict[tuple[str, str, int], list[str]] = {}  # trial -> nodes lost under it
+        self._given_up: list[tuple[Trial, list[str]]] = []
 
     @property
     def nodes(self) -> list[str]:
@@ -81,13 +85,29 @@ class Dispatch:
         return True
 
     def lose(self, node: str) -> list[Trial]:
-        """`node` is gone: its running trials, given back to run next elsewhere."""
+        """`node` is gone: its running trials, given back to run next elsewhere (those lost
+        too often are given up instead: `given_up`)."""
         found = self._nodes.pop(node, None)
         if found is None:
             return []
-        back = [t for t in self._sorted(found.running) if t.key not in self._done]
+        back = []
+        for trial in self._sorted(found.running):
+            if trial.key in self._done:
+                continue
+            lost = self._lost.setdefault(trial.key, [])
+            lost.append(node)
+            if self._reruns is not None and len(lost) > self._reruns:
+                self._done.add(trial.key)
+                self._given_up.append((trial, list(lost)))
+            else:
+                back.append(trial)
         self._queue.extendleft(reversed(back))
         return back
+
+    def given_up(self) -> list[tuple[Trial, list[str]]]:
+        """The trials given up since last asked, each with the nodes lost under it."""
+        found, self._given_up = self._given_up, []
+        return found
 
     def _sorted(self, trials: set[Trial]) -> list[Trial]:
         return sorted(trials, key=lambda trial: self._order[trial.key])

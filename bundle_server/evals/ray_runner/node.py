@@ -28,11 +28,13 @@ from typing import Any
 
 from bundle_contract._error_bases import ContractError
 from bundle_server.evals.harness import EvalHarness
+from bundle_server.evals.ray_runner._ray import one_line
 from bundle_server.evals.ray_runner.shipment import (
     Shipment,
     artifact_problems,
     discard,
     node_cache,
+    private_cache,
     unpack,
 )
 from bundle_server.evals.suite import load_suite
@@ -70,10 +72,17 @@ class EvalNode:
         except OSError as error:
             self.close()
             return {"ok": False, "why": f"{error.strerror or error}: {error.filename or ''}"}
+        except Exception as error:  # an archive that is not one, anything else: still told
+            self.close()
+            return {"ok": False, "why": f"{type(error).__name__}: {one_line(error)}"}
+        except BaseException:
+            self.close()  # nothing of a run stays on the node, whatever ends it
+            raise
         return {"ok": True}
 
     def _prepare(self, shipment: Shipment) -> None:
         self._keep_cache = shipment.keep_cache
+        private_cache(self.node_id)  # this user's alone, before anything is put in it
         prebuilt = None
         if shipment.epoch is not None and shipment.config is not None:
             prebuilt = Prebuilt(shipment.epoch, self._artifact(shipment), shipment.config)

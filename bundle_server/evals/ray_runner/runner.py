@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from bundle_server.evals.ray_runner import _ray
 from bundle_server.evals.ray_runner._driver import Driver
@@ -23,13 +23,28 @@ class RayRunner:
         self._ray = _ray.import_ray()
         self.address = _ray.resolve(address)
         self.jobs = check_jobs(jobs) if jobs is not None else jobs_bound()[1]
+        self._joined = False
+        self._disconnect: Callable[[], None] | None = None  # None: the caller's connection
+
+    def connect(self) -> None:
+        """Join the cluster now (`run` does, if not yet): the harness joins before it writes
+        anything, so that a cluster that cannot be joined leaves no run directory."""
+        if not self._joined:
+            self._disconnect = _ray.connect(self._ray, self.address)
+            self._joined = True
+
+    def close(self) -> None:
+        """Leave the cluster, if this runner joined it (a caller's connection is left as is)."""
+        disconnect, self._disconnect = self._disconnect, None
+        self._joined = False
+        if disconnect is not None:
+            disconnect()
 
     def run(self, trials: Sequence[Trial], work: Work, events: Events) -> None:
-        connected = _ray.connect(self._ray, self.address)
+        self.connect()
         try:
             # A Ray instance started for this run alone leaves no cache on its node.
-            keep_cache = self.address != _ray.LOCAL or not connected
+            keep_cache = self.address != _ray.LOCAL or self._disconnect is None
             Driver(self._ray, work, events, self.jobs, keep_cache).run(trials)
         finally:
-            if connected:
-                self._ray.shutdown()
+            self.close()

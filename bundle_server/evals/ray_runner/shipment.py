@@ -30,13 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from bundle_contract._build import layout
+from bundle_contract._generated.errors import EvalClusterUnusable
 from bundle_contract._manifest._files import MANIFEST_NAME
 from bundle_contract._manifest._read import inspect_artifact, read_artifact_manifest
+from bundle_contract._spec import get_spec
 from bundle_server.evals.suite import Suite
-
-# Where a node keeps what it was sent, under the machine's temporary directory: one directory
-# per Ray node id, so that the nodes of a test cluster on one machine keep apart.
-CACHE = "bundle-evals-ray"
+from bundle_server.project.lock import private_directory
 
 
 @dataclass(frozen=True)
@@ -87,6 +86,24 @@ def pack_suite(suite: Suite) -> bytes:
     return _tar(entries)
 
 
+def bounded(what: str, data: bytes, maximum: int | None = None) -> bytes:
+    """`data`, unless it is larger than eval-shipment-bytes (or `maximum`): then
+    EvalClusterUnusable naming `what` and its size, rather than Ray's object store full."""
+    if maximum is None:
+        maximum = int(get_spec().limit("eval-shipment-bytes")["maximum"])
+    if len(data) > maximum:
+        raise EvalClusterUnusable(
+            f"{what} is {_mib(len(data))} packed, more than a Ray run sends its nodes"
+            f" (eval-shipment-bytes, {_mib(maximum)}): slim it, or run with --runner local",
+            {"bytes": len(data), "maximum": maximum},
+        )
+    return data
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"
+
+
 def _tar(entries: Iterable[tuple[str, Path]]) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
@@ -103,7 +120,22 @@ def sha256_of(path: Path) -> str:
 
 
 def node_cache(node_id: str) -> Path:
-    return Path(tempfile.gettempdir()) / CACHE / node_id
+    """Where the node `node_id` keeps what it was sent: runtime.toml [state] eval_node_cache
+    (this user's, under the machine's temporary directory), one directory per Ray node id, so
+    that the nodes of a test cluster on one machine keep apart. `private_cache` makes it."""
+    name = layout().eval_node_cache.format(uid=os.getuid())
+    return Path(tempfile.gettempdir()) / name / node_id
+
+
+def private_cache(node_id: str) -> Path:
+    """`node_cache(node_id)`, made 0700 with its parent, each accepted only as a real directory
+    of this user (not a link, not another's: a node hard-links the files it checked into the
+    epoch it serves, and no one else may swap one after the check)."""
+    cache = node_cache(node_id)
+    for directory in (cache.parent, cache):
+        private_directory(directory, 0o700)
+        directory.chmod(0o700)  # ours: one made before with a wider mode is narrowed
+    return cache
 
 
 def unpack(data: bytes, target: Path) -> None:
@@ -142,10 +174,7 @@ def artifact_problems(root: Path, manifest_digest: str, epoch: Mapping[str, Any]
         return [
             f"{MANIFEST_NAME}: sha256 {_short(found)}, the driver's is {_short(manifest_digest)}"
         ]
-    spec_layout = layout()
-    named = (
-        spec_layout.epoch_prefix + found.removeprefix("sha256:")[: spec_layout.epoch_digest_chars]
-    )
+    named = layout().epoch_id(found)
     if epoch.get("id") != named:
         return [f"{MANIFEST_NAME}: names epoch {named}, the driver sent {epoch.get('id')}"]
     inspection = inspect_artifact(root)
