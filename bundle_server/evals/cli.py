@@ -265,8 +265,11 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(parser(), argv)
-    # SIGTERM ends a run as ^C does: the server closes and ends every trial's host.
+    # SIGTERM ends a run as ^C does: the server closes and ends every trial's host. ^C's own
+    # handler is set too, not left to the default: a library that takes signals (Ray's driver)
+    # is given both back after it starts (ray_runner._ray.connect).
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         return {"run": command_run, "compare": command_compare, "report": command_report}[
             args.command

@@ -102,7 +102,7 @@ def connect(ray: ModuleType, address: str) -> Callable[[], None] | None:
         options["include_dashboard"] = False
     # Ray's core worker takes SIGTERM for its own (it dies at once); a handler the caller
     # set (bundle-evals: SIGTERM ends a run as ^C does, its nodes closed) is set again.
-    kept = signal.getsignal(signal.SIGTERM)
+    kept = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         ray.init(address=address, **options)
     except (ConnectionError, RuntimeError, ValueError) as error:
@@ -114,8 +114,10 @@ def connect(ray: ModuleType, address: str) -> Callable[[], None] | None:
     except BaseException:
         restore()
         raise
-    if callable(kept) and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, kept)
+    if threading.current_thread() is threading.main_thread():
+        for number, handler in kept.items():
+            if callable(handler):
+                signal.signal(number, handler)
 
     def disconnect() -> None:
         try:
