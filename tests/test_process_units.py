@@ -197,15 +197,20 @@ def active_epoch(client: Client) -> str:
         time.sleep(0.1)
 
 
+def written(pids: Path, pattern: str) -> set[Path]:
+    """The pid files matching `pattern`, not the `.tmp` an escapee writes first and renames."""
+    return {path for path in pids.glob(pattern) if path.suffix != ".tmp"}
+
+
 def build_held(client: Client, project: Path, pids: Path) -> int:
     """Start a build whose config holds it (until `hold` is removed); its escapee's pid."""
-    before = set(pids.glob("config.*"))
+    before = written(pids, "config.*")
     (pids.parent / "hold").touch()
     config = project / "bundle.config.py"
     config.write_text(config.read_text() + "\n# changed\n")
     assert client.request("POST", "/api/project/builds", {}).status == 202
     deadline = time.monotonic() + STARTUP
-    while not (new := set(pids.glob("config.*")) - before):
+    while not (new := written(pids, "config.*") - before):
         assert time.monotonic() < deadline, "the held build never started"
         time.sleep(0.01)
     (path,) = new
@@ -307,7 +312,7 @@ def test_what_an_mcp_server_starts_ends_with_its_session_at_a_new_epoch(
     operation = {"method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
     path = f"/api/mcp/sessions/{launch['launchId']}/operations"
     assert client.request("POST", path, operation, timeout=60).status == 200
-    (mcp_pid,) = [started(p) for p in pids.glob("mcp.*")]
+    (mcp_pid,) = [started(p) for p in written(pids, "mcp.*")]
     # A new epoch (the config changed) retires the old epoch's MCP sessions.
     config = server.project.root / "bundle.config.py"
     config.write_text(config.read_text() + "\n# changed\n")
@@ -317,7 +322,7 @@ def test_what_an_mcp_server_starts_ends_with_its_session_at_a_new_epoch(
         assert time.monotonic() < deadline, "no new epoch"
         time.sleep(0.05)
     assert_gone(mcp_pid, timeout=10)
-    configs = sorted(pids.glob("config.*"))
+    configs = sorted(written(pids, "config.*"))
     assert len(configs) == 2  # and the second build's escapee is gone too
     for path in configs:
         assert_gone(started(path))
@@ -373,7 +378,7 @@ def test_server_close_ends_a_running_route_and_an_mcp_server(tmp_path: Path) -> 
             }
             path = f"/api/mcp/sessions/{launch['launchId']}/operations"
             assert client.request("POST", path, operation, timeout=60).status == 200
-            (mcp_pid,) = [started(p) for p in pids.glob("mcp.*")]
+            (mcp_pid,) = [started(p) for p in written(pids, "mcp.*")]
             assert state(route_pid) not in (None, "Z") and state(mcp_pid) not in (None, "Z")
         assert_gone(route_pid)
         assert_gone(mcp_pid)
@@ -821,7 +826,7 @@ def test_the_next_server_ends_what_a_killed_servers_mcp_server_and_build_started
         try:
             client = Client(int(info["url"].rsplit(":", 1)[1]), info["session"])
             mcp_call(client, active_epoch(client))  # the MCP server runs, its escapee too
-            (mcp_pid,) = [started(p) for p in pids.glob("mcp.*")]
+            (mcp_pid,) = [started(p) for p in written(pids, "mcp.*")]
             build_pid = build_held(client, project, pids)  # a build in progress, its escapee
         finally:
             first.kill()

@@ -21,7 +21,7 @@ import itertools
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bundle_contract._schemas import reference_validator
@@ -186,7 +186,12 @@ def spec_events(draw: st.DrawFn) -> list[tuple[int, bool]]:
     return events
 
 
-@settings(max_examples=30, deadline=None)
+# Past the spec's limits is where this test looks, so even its smallest input is large.
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.large_base_example, HealthCheck.data_too_large],
+)
 @given(events=spec_events())
 def test_the_window_equals_the_model_with_the_spec_limits(events: list[tuple[int, bool]]) -> None:
     window = run_against_model(events)
