@@ -133,7 +133,8 @@ class ArtifactManifest(JSONObject):
         """The data frozen into the generated ArtifactManifest model (pyrsistent records)."""
         from bundle_contract._models import model
 
-        return model("ArtifactManifest").from_json(self.to_json())
+        # The parser validated this data as a whole: freeze it without validating it again.
+        return model("ArtifactManifest")._freeze(self.to_json())
 
 
 def plain(value: Any) -> Any:
