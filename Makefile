@@ -4,12 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck prepared unit soak bench generate vendor browser sandbox clis screenshots clean
+.PHONY: run test lint typecheck prepared unit soak bench generate vendor browser chromium sandbox clis screenshots clean
 
+# --no-compile: a module's bytecode is made when it is first imported (and kept, see `unit`),
+# not for every file of every package at install time (Ray's alone cost seconds).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,ray]'
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev,ray]'
 	touch $(STAMP)
 
 # The Workbench's browser libraries, pinned in vendor.toml and checked by sha256.
@@ -18,26 +20,32 @@ $(VENDOR): bundle_server/workbench/vendor.toml | $(STAMP)
 	$(BIN)/python -m bundle_server.workbench.vendor
 vendor: $(VENDOR)
 
-# Debian's Chromium for the browser tests (Playwright drives it; it never downloads its own),
-# and what the tests inject into the page: axe-core, pinned with its integrity hash in
-# browser-tools/package-lock.json, installed into browser-tools/node_modules.
+# Debian's Chromium for the browser tests, as its headless shell (chromium-headless-shell: the
+# same Blink without the browser's UI, the build Playwright itself runs headless tests in; it
+# spends less than half the full browser's CPU on the same tests). Playwright drives it and
+# never downloads a browser of its own. And what the tests inject into the page: axe-core,
+# pinned with its integrity hash in browser-tools/package-lock.json, in browser-tools/.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends
 BROWSER_TOOLS := browser-tools/node_modules/.installed
 $(BROWSER_TOOLS): browser-tools/package.json browser-tools/package-lock.json
 	cd browser-tools && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	touch $(BROWSER_TOOLS)
 browser: $(BROWSER_TOOLS)
+	@command -v chromium-headless-shell >/dev/null || { $(SUDO) apt-get update -qq && \
+	  $(APT_INSTALL) chromium-headless-shell fonts-dejavu-core >/dev/null; }
+
+# The full Chromium, for the benches that time what a user's browser does.
+chromium:
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
-	  chromium fonts-dejavu-core >/dev/null; }
+	  $(APT_INSTALL) chromium fonts-dejavu-core >/dev/null; }
 
 # Debian's bubblewrap: evaluation trials run their setup and grader commands in it
 # (bundle_server/evals/sandbox.py).
 # After `browser`: two apt-get runs at once would fight over apt's lock under `make -j`.
 sandbox: | browser
 	@command -v bwrap >/dev/null || { $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
-	  bubblewrap >/dev/null; }
+	  $(APT_INSTALL) bubblewrap >/dev/null; }
 
 # The real host CLIs the tests run bundles in (Claude Code, Codex, Gemini CLI), pinned with
 # their integrity hashes in clis/package-lock.json, installed into clis/node_modules (never
@@ -56,11 +64,11 @@ PORT ?= 0
 run: $(STAMP) $(VENDOR)
 	$(BIN)/bundle-server $(PROJECT) --port $(PORT)
 
-# Lint and type checks run beside the installs the tests need (each target's output kept
-# together), then the tests.
+# The lint runs beside the installs the tests need, the type check beside the tests (the
+# tests leave a core idle often enough to hide it); each target's output is kept together.
 test:
-	$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck prepared
-	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory -j4 --output-sync=target lint prepared
+	$(MAKE) --no-print-directory -j2 --output-sync=target typecheck unit
 
 prepared: $(STAMP) $(VENDOR) browser sandbox $(CLIS)
 
@@ -71,23 +79,23 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Two processes, each test file whole in one of them (module fixtures are shared by its tests);
-# then, alone, the tests that measure the machine's time or memory (marked solo).
-# The tests in two processes (whole files each), then those that measure the machine alone:
-# only the files that hold them are collected for that second pass. Python may cache bytecode
-# here even where the environment says not to: hundreds of servers, workers and hooks start
-# during the tests, and each would compile the same modules again.
+# The tests in three processes, each test file whole in one of them (module fixtures are shared
+# by its tests): three, on two cores, because a third of the time the tests wait (on a host
+# CLI, a browser, a deadline). Then the tests that measure the machine's time or memory (marked
+# solo), apart from the rest, in two processes: only the files that hold them are collected.
+# Python may cache bytecode here even where the environment says not to: hundreds of servers,
+# workers and hooks start during the tests, and each would compile the same modules again.
 SOLO_FILES = $(shell grep -l 'mark.solo' tests/test_*.py)
 unit: export PYTHONDONTWRITEBYTECODE =
 unit: prepared
-	$(BIN)/pytest -q -n 2 --dist loadfile -m "not solo and not soak"
-	$(BIN)/pytest -q -m "solo and not soak" $(SOLO_FILES)
+	$(BIN)/pytest -q -n 3 --dist loadfile -m "not solo and not soak"
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "solo and not soak" $(SOLO_FILES)
 
 # What runs longer than the suite's budget (a Ray cluster's trials under load), alone.
 soak: $(STAMP) $(VENDOR) sandbox
 	$(BIN)/pytest -q -m soak
 
-bench: $(STAMP)
+bench: $(STAMP) $(VENDOR) chromium
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 # The README's pictures of the Workbench, as the browser tests last took them: every view in

@@ -1,5 +1,6 @@
-"""The Workbench in a real browser: Debian's Chromium, driven by Playwright, against the real
-server (`python -m bundle_server` in a process of its own, on a free loopback port).
+"""The Workbench in a real browser: Debian's Chromium (its headless shell, `make browser`),
+driven by Playwright, against the real server (`python -m bundle_server` in a process of its
+own, on a free loopback port).
 
 `workbench_server()` serves a project whose host_a is the fake host (raw mode, a euro sign
 written in two halves 0.2 s apart, its size printed on every SIGWINCH, then an echo of what it
@@ -28,7 +29,8 @@ from playwright.sync_api import ConsoleMessage, Page, sync_playwright
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "screenshots"
 STARTUP = 30.0
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# The headless shell: Blink as in the full browser, at less than half its CPU here.
+CHROMIUM = shutil.which("chromium-headless-shell") or "/usr/bin/chromium-headless-shell"
 # Without the background-networking flags Chromium keeps trying hosts this machine cannot
 # reach; --no-sandbox because CI runs as root.
 CHROMIUM_ARGS = [

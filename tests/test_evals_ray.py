@@ -284,8 +284,14 @@ def test_a_node_removed_mid_run_loses_no_trial_and_duplicates_none(
 def test_a_node_with_a_tampered_artifact_refuses_naming_the_node_and_the_file(
     nodes: Lab, tmp_path: Path
 ) -> None:
-    case = {"id": "one", "prompt": WRITE, "graders": [{"type": "file", "path": "out.txt"}]}
-    suite = project_with(tmp_path, [case])
+    # Trials that last: the run must outlive the victim's check of its copy (a run done before
+    # a slow node got ready never hears from it, as on a loaded machine).
+    case = {
+        "id": "one",
+        "prompt": f"sleep 1\n{WRITE}",
+        "graders": [{"type": "file", "path": "out.txt"}],
+    }
+    suite = project_with(tmp_path, [case], trials=6)
     process = evals(nodes, "run", str(suite), "--out", str(tmp_path / "first"))
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 0, stderr
