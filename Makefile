@@ -85,11 +85,14 @@ typecheck: $(STAMP)
 # solo), apart from the rest, in two processes: only the files that hold them are collected.
 # Python may cache bytecode here even where the environment says not to: hundreds of servers,
 # workers and hooks start during the tests, and each would compile the same modules again.
+# Last, one at a time, the solo tests marked alone: those that no other test may run beside.
 SOLO_FILES = $(shell grep -l 'mark.solo' tests/test_*.py)
+ALONE_FILES = $(shell grep -l 'mark.alone' tests/test_*.py)
 unit: export PYTHONDONTWRITEBYTECODE =
 unit: prepared
 	$(BIN)/pytest -q -n 3 --dist loadfile -m "not solo and not soak"
-	$(BIN)/pytest -q -n 2 --dist loadfile -m "solo and not soak" $(SOLO_FILES)
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "solo and not alone and not soak" $(SOLO_FILES)
+	$(BIN)/pytest -q -m "alone and not soak" $(ALONE_FILES)
 
 # What runs longer than the suite's budget (a Ray cluster's trials under load), alone.
 soak: $(STAMP) $(VENDOR) sandbox

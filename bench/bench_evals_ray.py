@@ -90,7 +90,7 @@ class Clock:
         self.finished[trial.key] = (time.perf_counter(), record["durationMs"] / 1000)
         self.cpu[1:] = [time.process_time()]
 
-    def node_event(self, run_id: str, node: str, event: str, message: str) -> None:
+    def node_event(self, run_id: str, node: str, event: str, message: str, *args: Any) -> None:
         if event != "ready":
             raise SystemExit(f"FAILED: node {node} {event}: {message}")
 

@@ -340,6 +340,32 @@ def test_a_previous_artifact_file_changed_since_it_was_staged_is_never_shared(
         assert (out / "src" / "handlers.py").stat().st_nlink >= 2
 
 
+def test_a_mode_change_alone_ships_the_new_mode_not_the_shared_copy(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "p", config(targets=["host_a"]))
+    tool = project / "lib" / "tool.sh"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\necho tool\n", encoding="utf-8")
+    stamp = 10**18  # older than the racy window: the digest cache vouches for the bytes
+    for path in project.rglob("*"):
+        os.utime(path, ns=(stamp, stamp), follow_symlinks=False)
+    out = project / ".bundle" / "artifact"
+    cache = DigestCache()
+    assert build_project(project, out, cache=cache, previous=out).ok
+    shipped = out / "src" / "lib" / "tool.sh"
+    assert not shipped.stat().st_mode & 0o111
+    tool.chmod(0o755)  # neither its size, nor its mtime, nor its inode change
+    for mode in ("0755", None):
+        result = build_project(project, out, cache=cache, previous=out)
+        assert result.ok, result.diagnostics
+        rows = {
+            r["path"]: r for r in json.loads((out / "bundle.manifest.json").read_bytes())["files"]
+        }
+        assert rows["src/lib/tool.sh"].get("mode") == mode
+        assert bool(shipped.stat().st_mode & 0o111) == (mode is not None)
+        assert (out / "src" / "handlers.py").stat().st_nlink >= 2  # the rest still shared
+        tool.chmod(0o644)  # and back
+
+
 @pytest.mark.parametrize("when", ["found", "swapped after it was found"])
 @pytest.mark.parametrize("name", ["bundle.config.json", "bundle.config.py"])
 def test_a_config_file_that_is_a_link_fails_the_build_and_is_never_read(

@@ -142,11 +142,28 @@ TAGGED: dict[str, Any] = {
     ],
 }
 TAGGED_CASES = ("tagged-oneOf", "tagged-anyOf")
+# Two of three branches with the same tag: no dispatch (a table would keep one of the two).
+SAME_TAG: dict[str, Any] = {
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {"kind": {"const": "a"}, "n": {"type": "integer"}},
+            "required": ["kind"],
+        },
+        {
+            "type": "object",
+            "properties": {"kind": {"const": "a"}, "s": {"type": "string"}},
+            "required": ["kind"],
+        },
+        {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]},
+    ],
+}
 
 # name -> (root schema, extra resources); anonymous roots have no $id on purpose.
 CASES: dict[str, tuple[Json, list[Json]]] = {
     "tagged-oneOf": (TAGGED, []),
     "tagged-anyOf": ({"$defs": TAGGED["$defs"], "anyOf": TAGGED["oneOf"]}, []),
+    "same-tag": (SAME_TAG, []),
     "refs": (ROOT_DOC, [DEFS]),
     "event": (EVENT, [DEFS]),
     "types": ({"type": ["integer", "null", "boolean"]}, []),
@@ -433,6 +450,16 @@ def test_hand_written_schemas_agree_with_jsonschema(name: str, data: st.DataObje
     compiled, reference, guide = PREPARED[name]
     x = data.draw(guide.strategy(), label="instance")
     assert_agrees(compiled, reference, x)
+
+
+def test_branches_sharing_a_tag_are_not_dispatched_on_it() -> None:
+    source = generate_module({"root": SAME_TAG}, retrieve_from([]))
+    assert "_D0" not in source
+    compiled, reference, _ = PREPARED["same-tag"]
+    # Both branches admit the first (oneOf: invalid); only the second admits the others.
+    for x in ({"kind": "a"}, {"kind": "a", "n": "x"}, {"kind": "a", "s": 1}, {"kind": "b"}):
+        assert_agrees(compiled, reference, x)
+    assert not compiled.is_valid({"kind": "a"}) and compiled.is_valid({"kind": "a", "n": "x"})
 
 
 @pytest.mark.parametrize("name", TAGGED_CASES)

@@ -760,10 +760,11 @@ def serve(project: Path, ready: Path, env: dict[str, str]) -> tuple[subprocess.P
     return server, json.loads(ready.read_text())
 
 
-# Alone (make unit's solo run): a server another test starts meanwhile ends the units of
+# Alone (make unit's last run): a server another test starts meanwhile ends the units of
 # every server that died, this test's killed one included, before this test looks (seen as
 # the escapee a zombie 0.2 s after the kill, only when tests ran beside it).
 @pytest.mark.solo
+@pytest.mark.alone
 @pytest.mark.parametrize("mechanism", ["cgroup", "subreaper"])
 @pytest.mark.usefixtures("adopting")
 def test_the_next_server_ends_what_a_killed_server_started(tmp_path: Path, mechanism: str) -> None:
@@ -807,6 +808,7 @@ def test_the_next_server_ends_what_a_killed_server_started(tmp_path: Path, mecha
 
 
 @pytest.mark.solo  # as the test above: it kills a server
+@pytest.mark.alone
 @pytest.mark.parametrize("mechanism", ["cgroup", "subreaper"])
 @pytest.mark.usefixtures("adopting")
 def test_the_next_server_ends_what_a_killed_servers_mcp_server_and_build_started(

@@ -124,10 +124,11 @@ def snapshot(
                 and earlier is not None
                 and previous_digests.get(target_relative) == digest
             ):
-                shared = _share(earlier, target_relative, target, cache.staged(entry.relative))
-                if shared is not None:
+                executable = bool(entry.info.st_mode & 0o111)
+                staged_as = cache.staged(entry.relative)
+                if _share(earlier, target_relative, target, staged_as, executable):
                     result.files[entry.relative] = Copied(
-                        target_relative, known.size, digest, executable=shared
+                        target_relative, known.size, digest, executable=executable
                     )
                     continue
             try:
@@ -197,11 +198,12 @@ def _copy_entry(
 
 
 def _share(
-    earlier: _tree.Beneath, relative: str, target: str, staged: Identity | None
-) -> bool | None:
+    earlier: _tree.Beneath, relative: str, target: str, staged: Identity | None, executable: bool
+) -> bool:
     """Make `target` a hard link to the previous epoch's file at `relative` when that file is
-    still the copy an earlier build staged (`staged`, from the digest cache); whether it is
-    executable, or None when it was not shared.
+    still the copy an earlier build staged (`staged`, from the digest cache) and has the mode
+    the project's file has now (`executable`: a chmod changes neither its size nor its mtime,
+    so the cache still vouches for its bytes); whether it was shared.
 
     The previous artifact is ours, but it sits where others can write too (a project's
     .bundle/artifact may even come with a clone): it is reached without following any link,
@@ -213,26 +215,27 @@ def _share(
     the cache that vouches: that is not a boundary this can hold.
     """
     if staged is None:
-        return None  # no copy of ours recorded: nothing in the previous epoch is vouched for
+        return False  # no copy of ours recorded: nothing in the previous epoch is vouched for
     directory, _, name = relative.rpartition("/")
     directory_fd = earlier.directory(directory)
     if directory_fd is None:
-        return None
+        return False
     try:
         os.link(name, target, src_dir_fd=directory_fd, follow_symlinks=False)
     except OSError:
-        return None  # another filesystem, or the old epoch was pruned: copy instead
+        return False  # another filesystem, or the old epoch was pruned: copy instead
     with contextlib.suppress(OSError):
         info = os.lstat(target)
         if (
             stat_module.S_ISREG(info.st_mode)
             and info.st_uid == os.geteuid()
             and _identity(info) == staged
+            and bool(info.st_mode & 0o111) == executable
         ):
-            return bool(info.st_mode & 0o111)
+            return True
     with contextlib.suppress(OSError):
-        os.unlink(target)  # not the file we staged: the project's own file is copied instead
-    return None
+        os.unlink(target)  # not the file we staged, or not its mode: copied again instead
+    return False
 
 
 def _unreadable(relative: str, exc: OSError) -> SourceUnreadable:

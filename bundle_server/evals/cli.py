@@ -136,7 +136,10 @@ def parser() -> Parser:
     run.add_argument("--trials", type=_trials, help="trials per case and arm")
     run.add_argument("--arms", type=_listed(_arms), help="with, without, or both")
     run.add_argument(
-        "--jobs", type=_jobs, help="trials at once (1); with --runner ray, on each node (4)"
+        "--jobs",
+        type=_jobs,
+        help="trials at once (1); with --runner ray, on each node (eval-jobs' maximum, at most "
+        "its CPUs)",
     )
     run.add_argument(
         "--host", type=_one_of(_hosts), help="the host kind to run (default: the suite's)"

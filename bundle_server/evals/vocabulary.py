@@ -23,9 +23,3 @@ MODELS: tuple[str, ...] = tuple(schema("EvalRun.json")["properties"]["model"]["e
 SESSION_HOSTS: tuple[str, ...] = tuple(schema("Vocabulary.json")["$defs"]["sessionHost"]["enum"])
 # What runs the trials: threads of this process, or the nodes of a Ray cluster (ray_runner).
 RUNNERS: tuple[str, ...] = tuple(schema("EvalRun.json")["properties"]["runner"]["enum"])
-# What the Ray runner tells of a node (EvalProgress.json node.* event types, without "node.").
-NODE_EVENTS: tuple[str, ...] = tuple(
-    kind.removeprefix("node.")
-    for kind in schema("EvalProgress.json")["properties"]["type"]["enum"]
-    if kind.startswith("node.")
-)

@@ -602,9 +602,9 @@ class InvocationService:
     def warm(self, epoch: str, root: Path, job_id: str) -> Message:
         """Start the epoch's shared worker and import what its routes name (a runtime
         generation compiling); the final reply says whether it worked."""
+        routes = manifest_routes(root)
         references = sorted(
-            {r["handler"] for r in manifest_routes(root)}
-            | {p for r in manifest_routes(root) for p in r.get("providers", [])}
+            {r["handler"] for r in routes} | {p for r in routes for p in r.get("providers", [])}
         )
         with self._lock:
             turn = self._turns.setdefault(epoch, threading.Lock())

@@ -27,21 +27,21 @@ from pathlib import Path
 from typing import Any
 
 from bundle_contract._error_bases import ContractError
-from bundle_server.evals.harness import EvalHarness
+from bundle_server.evals.harness import BUNDLE_KEYS, EvalHarness
 from bundle_server.evals.ray_runner._ray import one_line
 from bundle_server.evals.ray_runner.shipment import (
     Shipment,
     artifact_problems,
-    discard,
     node_cache,
     private_cache,
     unpack,
 )
 from bundle_server.evals.suite import load_suite
 from bundle_server.evals.trial import Trial, TrialEnv, run_trial
+from bundle_server.project.installs import remove_tree
 from bundle_server.project.prebuilt import Prebuilt
 
-PROVENANCE_KEYS = ("epochId", "configDigest", "modelDigest", "targetDigests", "manifestDigest")
+PROVENANCE_KEYS = ("epochId", *BUNDLE_KEYS)
 
 
 class NodeRefused(Exception):
@@ -116,7 +116,7 @@ class EvalNode:
             unpack(_fetch(shipment.artifact), where)
         problems = artifact_problems(where, shipment.manifest_digest, shipment.epoch)
         if problems:
-            discard(where)
+            remove_tree(where)  # the next run is sent a fresh copy
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise NodeRefused(
                 f"its copy of epoch {shipment.epoch.get('id')} does not match the driver's:"
@@ -131,7 +131,7 @@ class EvalNode:
             unpack(_fetch(shipment.suite_archive), where)
         suite = load_suite(where / shipment.suite_file)
         if suite.digest != shipment.suite_digest:
-            discard(where)
+            remove_tree(where)  # the next run is sent a fresh copy
             raise NodeRefused(
                 f"its copy of the suite {where / shipment.suite_file} has digest {suite.digest},"
                 f" not the driver's {shipment.suite_digest}; the copy was removed"

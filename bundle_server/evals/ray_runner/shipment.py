@@ -17,7 +17,6 @@ sends it again) and the node refuses the run, naming the file.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import os
@@ -152,14 +151,6 @@ def unpack(data: bytes, target: Path) -> None:
         # Unpacked meanwhile by another run on this node (a rename onto a full directory fails).
         if not (isinstance(error, OSError) and target.is_dir()):
             raise
-
-
-def discard(path: Path) -> None:
-    """Remove a copy that failed its check, so the next run is sent a fresh one."""
-    aside = path.with_name(f".bad-{path.name}-{os.urandom(3).hex()}")
-    with contextlib.suppress(OSError):
-        os.rename(path, aside)
-        shutil.rmtree(aside, ignore_errors=True)
 
 
 def artifact_problems(root: Path, manifest_digest: str, epoch: Mapping[str, Any]) -> list[str]:
